@@ -1,0 +1,3 @@
+module flashsale/benchmarks
+
+go 1.26.8

@@ -1,0 +1,3 @@
+module flashsale/e2e
+
+go 1.26.8

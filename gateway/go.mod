@@ -1,0 +1,3 @@
+module flashsale/gateway
+
+go 1.26.8

@@ -1,0 +1,3 @@
+module flashsale/loadtest
+
+go 1.26.8

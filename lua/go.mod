@@ -1,0 +1,3 @@
+module flashsale/lua
+
+go 1.26.8

@@ -1,0 +1,21 @@
+// Package lua carries the Redis scripts of flashsale. They are files so they
+// can be read and reviewed as Lua, and embedded so every binary carries the
+// exact text it runs.
+package lua
+
+import _ "embed"
+
+// Reserve takes one unit of an item for a user in one atomic step.
+//
+//go:embed reserve.lua
+var Reserve string
+
+// Release gives back the unit held by one order, at most once.
+//
+//go:embed release.lua
+var Release string
+
+// Load writes a sale's stock and active holders from PostgreSQL's numbers.
+//
+//go:embed load.lua
+var Load string

@@ -1,0 +1,23 @@
+-- reserve.lua: take one unit of an item for a user, atomically.
+-- KEYS[1] stock left of the item   ({fs:<sale>}:stock:<item>)
+-- KEYS[2] active holders of the sale, a hash user -> order id ({fs:<sale>}:holders)
+-- ARGV[1] user id, ARGV[2] order id
+-- Returns the stock left after the reservation (>= 0), or
+--   -1 sold out, -2 the user already holds a unit in this sale,
+--   -3 stock not loaded (a missing key is never read as 0: that would end
+--      the sale silently after a Redis restart).
+-- The duplicate check runs before the decrement, and the comparison is
+-- "stock <= 0", so the last unit is sold and never one more.
+local stock = redis.call('GET', KEYS[1])
+if not stock then
+  return -3
+end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then
+  return -2
+end
+stock = tonumber(stock)
+if stock <= 0 then
+  return -1
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return redis.call('DECR', KEYS[1])

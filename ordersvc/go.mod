@@ -1,0 +1,3 @@
+module flashsale/ordersvc
+
+go 1.26.8

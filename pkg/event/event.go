@@ -1,0 +1,76 @@
+// Package event is the contract between the gateway and the order service:
+// the OrderPlaced message published to Kafka once a unit is reserved. Its JSON
+// encoding is fixed by golden files in testdata; change it only compatibly.
+package event
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Version is the schema version written in every event.
+const Version = 1
+
+// MaxUserIDLen bounds user ids everywhere they are stored or keyed.
+const MaxUserIDLen = 128
+
+// OrderPlaced says that a shopper reserved one unit of an item. The gateway
+// publishes it keyed by item id; the order service turns it into exactly one
+// order row, or a visible REJECTED one whose unit goes back.
+type OrderPlaced struct {
+	Version  int       `json:"v"`
+	OrderID  uuid.UUID `json:"orderId"`
+	SaleID   int64     `json:"saleId"`
+	ItemID   int64     `json:"itemId"`
+	UserID   string    `json:"userId"`
+	PlacedAt time.Time `json:"placedAt"`
+}
+
+// ErrInvalid marks a payload that is not a valid OrderPlaced; such a message
+// can never succeed and goes to the dead-letter topic.
+var ErrInvalid = errors.New("event: invalid OrderPlaced")
+
+// Marshal encodes the event.
+func (e OrderPlaced) Marshal() ([]byte, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("encode OrderPlaced %s: %w", e.OrderID, err)
+	}
+	return b, nil
+}
+
+// Unmarshal decodes and validates an event from untrusted bytes.
+func Unmarshal(b []byte) (OrderPlaced, error) {
+	var e OrderPlaced
+	if err := json.Unmarshal(b, &e); err != nil {
+		return OrderPlaced{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := e.Validate(); err != nil {
+		return OrderPlaced{}, err
+	}
+	return e, nil
+}
+
+// Validate checks the fields a consumer relies on.
+func (e OrderPlaced) Validate() error {
+	switch {
+	case e.Version != Version:
+		return fmt.Errorf("%w: version %d, want %d", ErrInvalid, e.Version, Version)
+	case e.OrderID == uuid.Nil:
+		return fmt.Errorf("%w: missing order id", ErrInvalid)
+	case e.SaleID <= 0 || e.ItemID <= 0:
+		return fmt.Errorf("%w: sale %d item %d", ErrInvalid, e.SaleID, e.ItemID)
+	case e.UserID == "" || len(e.UserID) > MaxUserIDLen:
+		return fmt.Errorf("%w: user id of %d bytes", ErrInvalid, len(e.UserID))
+	case e.PlacedAt.IsZero():
+		return fmt.Errorf("%w: missing placedAt", ErrInvalid)
+	}
+	return nil
+}

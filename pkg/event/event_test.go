@@ -1,0 +1,103 @@
+package event
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func sample() OrderPlaced {
+	return OrderPlaced{
+		Version:  Version,
+		OrderID:  uuid.MustParse("0190f5a2-7c4e-7b1a-9f00-1234567890ab"),
+		SaleID:   7,
+		ItemID:   42,
+		UserID:   "user-123",
+		PlacedAt: time.Date(2026, 12, 2, 12, 0, 0, 123456789, time.UTC),
+	}
+}
+
+// The encoding is the contract between gateway and ordersvc: a change here
+// must be deliberate (go test -update) and stay readable by the other side.
+func TestGolden(t *testing.T) {
+	got, err := sample().Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "order_placed_v1.json")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("encoding changed:\n got %s\nwant %s", got, want)
+	}
+	back, err := Unmarshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(back, sample()); diff != "" {
+		t.Errorf("decode golden (-got +want):\n%s", diff)
+	}
+}
+
+func TestUnmarshalRejects(t *testing.T) {
+	tests := []struct {
+		name, in string
+	}{
+		{"empty", ``},
+		{"not json", `hello`},
+		{"truncated", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7`},
+		{"wrong version", `{"v":2,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":42,"userId":"u","placedAt":"2026-12-02T12:00:00Z"}`},
+		{"bad uuid", `{"v":1,"orderId":"nope","saleId":7,"itemId":42,"userId":"u","placedAt":"2026-12-02T12:00:00Z"}`},
+		{"negative item", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":-1,"userId":"u","placedAt":"2026-12-02T12:00:00Z"}`},
+		{"missing user", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":42,"placedAt":"2026-12-02T12:00:00Z"}`},
+		{"missing time", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":42,"userId":"u"}`},
+		{"huge sale id", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":99999999999999999999,"itemId":42,"userId":"u","placedAt":"2026-12-02T12:00:00Z"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Unmarshal([]byte(tt.in))
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("Unmarshal(%q) error = %v, want ErrInvalid", tt.in, err)
+			}
+		})
+	}
+}
+
+func FuzzUnmarshal(f *testing.F) {
+	golden, _ := os.ReadFile(filepath.Join("testdata", "order_placed_v1.json"))
+	f.Add(golden)
+	f.Add([]byte(`{"v":1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := Unmarshal(b)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v is not ErrInvalid", err)
+			}
+			return
+		}
+		// Whatever decodes must validate and re-encode to an equal event.
+		out, err := e.Marshal()
+		if err != nil {
+			t.Fatalf("decoded event does not re-encode: %v", err)
+		}
+		again, err := Unmarshal(out)
+		if err != nil || !again.PlacedAt.Equal(e.PlacedAt) || again.OrderID != e.OrderID || again.UserID != e.UserID {
+			t.Fatalf("round trip changed the event: %+v vs %+v (%v)", again, e, err)
+		}
+	})
+}
