@@ -1,0 +1,219 @@
+// Package app wires the gateway's parts together and runs them until the
+// context ends, then shuts them down in order: unready, stop accepting,
+// drain in-flight purchases, flush the producer, close pools.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/rueidis"
+	"github.com/valyala/fasthttp"
+	"golang.org/x/sync/errgroup"
+
+	"flashsale/gateway/internal/catalog"
+	"flashsale/gateway/internal/config"
+	"flashsale/gateway/internal/httpapi"
+	"flashsale/gateway/internal/publish"
+	"flashsale/gateway/internal/purchase"
+	"flashsale/pkg/auth"
+	"flashsale/pkg/stock"
+)
+
+// Gateway is a wired gateway, ready to Serve.
+type Gateway struct {
+	cfg      config.Config
+	log      *slog.Logger
+	redis    rueidis.Client
+	pool     *pgxpool.Pool
+	producer *publish.Producer
+	catalog  *catalog.Catalog
+	watcher  *catalog.Watcher
+	api      *httpapi.API
+	public   *fasthttp.Server
+	admin    *fasthttp.Server
+}
+
+// New dials the dependencies. It fails fast when one is missing, except the
+// Kafka broker, which the producer reaches lazily (purchases answer 503
+// until it does).
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, error) {
+	g := &Gateway{cfg: cfg, log: log}
+	var err error
+	g.redis, err = rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:       []string{cfg.RedisAddr},
+		DisableCache:      true,
+		ConnWriteTimeout:  cfg.RedisTimeout,
+		Dialer:            net.Dialer{Timeout: cfg.RedisTimeout},
+		PipelineMultiplex: 2,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect redis %s: %w", cfg.RedisAddr, err)
+	}
+	g.pool, err = pgxpool.New(ctx, cfg.PostgresDSN)
+	if err != nil {
+		g.Close()
+		return nil, fmt.Errorf("postgres pool: %w", err)
+	}
+	g.producer, err = publish.New(publish.Config{Brokers: cfg.KafkaBrokers, Topic: cfg.OrdersTopic,
+		Timeout: cfg.PublishTimeout, Linger: cfg.PublishLinger})
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	verifier, err := auth.NewVerifier(cfg.JWTKey, nil, cfg.JWTIssuer, "")
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	g.catalog = catalog.New(g.pool, cfg.GateKey)
+	if err := g.catalog.Refresh(ctx); err != nil {
+		g.Close()
+		return nil, err
+	}
+	g.watcher = catalog.NewWatcher(g.catalog, g.redis, log)
+	if err := g.watcher.Poll(ctx); err != nil {
+		log.Warn("first stock poll failed", "err", err)
+	}
+	g.api = &httpapi.API{
+		Catalog:  g.catalog,
+		Buyer:    purchase.NewBuyer(stock.New(g.redis), g.producer, cfg.RedisTimeout, log),
+		Verifier: verifier,
+		Orders:   &fasthttp.HostClient{Addr: cfg.OrdersvcAddr, MaxConns: 512, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second},
+		Log:      log,
+		Metrics:  &httpapi.Metrics{},
+		Ready: func(ctx context.Context) error {
+			if err := g.redis.Do(ctx, g.redis.B().Ping().Build()).Error(); err != nil {
+				return fmt.Errorf("redis: %w", err)
+			}
+			if !g.catalog.Loaded() {
+				return catalog.ErrNoCatalog
+			}
+			return nil
+		},
+		AdminToken: cfg.AdminToken,
+		BaseCtx:    context.WithoutCancel(ctx),
+		Now:        time.Now,
+	}
+	g.public = g.server("flashsale-gateway", g.api.Public())
+	g.admin = g.server("flashsale-gateway-admin", g.api.Admin())
+	return g, nil
+}
+
+func (g *Gateway) server(name string, h fasthttp.RequestHandler) *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:                       h,
+		Name:                          name,
+		ReadTimeout:                   g.cfg.ReadTimeout,
+		WriteTimeout:                  g.cfg.WriteTimeout,
+		IdleTimeout:                   g.cfg.IdleTimeout,
+		MaxConnsPerIP:                 g.cfg.MaxConnsPerIP,
+		Concurrency:                   g.cfg.Concurrency,
+		MaxRequestBodySize:            g.cfg.MaxBodyBytes,
+		ReadBufferSize:                8192, // bounds header size: larger headers get 431
+		DisableHeaderNamesNormalizing: true,
+		NoDefaultServerHeader:         true,
+		NoDefaultDate:                 true,
+		CloseOnShutdown:               true,
+		Logger:                        slogPrintf{g.log},
+	}
+}
+
+// slogPrintf routes fasthttp's own messages (e.g. bad requests on a
+// connection) to slog at debug level: they are per-client noise.
+type slogPrintf struct{ log *slog.Logger }
+
+func (s slogPrintf) Printf(format string, args ...any) {
+	s.log.Debug("fasthttp", "msg", fmt.Sprintf(format, args...))
+}
+
+// Metrics exposes the counters (tests read them).
+func (g *Gateway) Metrics() *httpapi.Metrics { return g.api.Metrics }
+
+// Serve listens on the configured addresses until ctx ends, then shuts down.
+func (g *Gateway) Serve(ctx context.Context) error {
+	pub, err := net.Listen("tcp", g.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", g.cfg.Addr, err)
+	}
+	adm, err := net.Listen("tcp", g.cfg.AdminAddr)
+	if err != nil {
+		pub.Close()
+		return fmt.Errorf("listen %s: %w", g.cfg.AdminAddr, err)
+	}
+	return g.ServeListeners(ctx, pub, adm)
+}
+
+// ServeListeners serves on given listeners (tests pass their own).
+func (g *Gateway) ServeListeners(ctx context.Context, pub, adm net.Listener) error {
+	g.log.Info("gateway listening", "public", pub.Addr().String(), "admin", adm.Addr().String())
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.Go(func() error { return g.public.Serve(pub) })
+	eg.Go(func() error { return g.admin.Serve(adm) })
+	eg.Go(func() error { return g.watcher.Run(ctx, g.cfg.CatalogRefresh, g.cfg.StockPoll) })
+	eg.Go(func() error { g.drainProducerEvents(ctx); return nil })
+	eg.Go(func() error {
+		<-ctx.Done()
+		return g.shutdown()
+	})
+	err := eg.Wait()
+	g.Close()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func (g *Gateway) drainProducerEvents(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-g.producer.Events():
+			if e, ok := ev.(kafka.Error); ok && (e.IsFatal() || e.Code() == kafka.ErrAllBrokersDown) {
+				g.log.Warn("kafka producer", "err", e)
+			}
+		}
+	}
+}
+
+func (g *Gateway) shutdown() error {
+	g.api.SetDraining()
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	// Shutdown stops accepting and waits for in-flight purchases, each of
+	// which already has its broker acknowledgement or its release.
+	if err := g.public.ShutdownWithContext(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shutdown public listener: %w", err))
+	}
+	if err := g.admin.ShutdownWithContext(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shutdown admin listener: %w", err))
+	}
+	g.log.Info("gateway stopped accepting; in-flight purchases drained")
+	return errors.Join(errs...)
+}
+
+// Close releases the clients; Serve calls it on the way out.
+func (g *Gateway) Close() {
+	if g.producer != nil {
+		if left := g.producer.Close(g.cfg.ShutdownTimeout); left > 0 {
+			g.log.Error("kafka producer closed with unflushed messages", "count", left)
+		}
+		g.producer = nil
+	}
+	if g.pool != nil {
+		g.pool.Close()
+		g.pool = nil
+	}
+	if g.redis != nil {
+		g.redis.Close()
+		g.redis = nil
+	}
+}

@@ -1,0 +1,144 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+	"golang.org/x/sync/errgroup"
+
+	"flashsale/pkg/stock"
+)
+
+// Watcher keeps the items' live state in step with Redis: it reads the
+// units left of every open sale on a timer, and it listens on the
+// stock-returned channel so a returned unit clears the sold-out flag at
+// once. The timer bounds the delay even if a pub/sub message is lost.
+type Watcher struct {
+	cat    *Catalog
+	client rueidis.Client
+	log    *slog.Logger
+}
+
+// NewWatcher ties a catalog to Redis.
+func NewWatcher(cat *Catalog, client rueidis.Client, log *slog.Logger) *Watcher {
+	return &Watcher{cat: cat, client: client, log: log}
+}
+
+// Poll reads units left for every item of sales that have not ended.
+func (w *Watcher) Poll(ctx context.Context) error {
+	var items []*Item
+	var cmds rueidis.Commands
+	now := time.Now()
+	for _, s := range w.cat.Sales() {
+		if !now.Before(s.EndsAt) {
+			continue
+		}
+		for _, it := range s.Items {
+			items = append(items, it)
+			cmds = append(cmds, w.client.B().Get().Key(stock.StockKey(s.ID, it.ID)).Build())
+		}
+	}
+	if len(cmds) == 0 {
+		return nil
+	}
+	var errs []error
+	for i, r := range w.client.DoMulti(ctx, cmds...) {
+		n, err := r.AsInt64()
+		switch {
+		case rueidis.IsRedisNil(err):
+			items[i].live.left.Store(-1) // not loaded: unknown, not zero
+		case err != nil:
+			errs = append(errs, err)
+		default:
+			items[i].setLeft(n)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("poll stock: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Listen subscribes to stock returns until ctx ends, resubscribing after
+// connection errors.
+func (w *Watcher) Listen(ctx context.Context) error {
+	for {
+		err := w.client.Receive(ctx, w.client.B().Subscribe().Channel(stock.ReturnedChannel).Build(),
+			func(m rueidis.PubSubMessage) { w.returned(m.Message) })
+		if ctx.Err() != nil {
+			return nil
+		}
+		w.log.Warn("stock-returned subscription lost; resubscribing", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// returned handles "<sale>:<item>" (one unit back) or "<sale>" (reload).
+func (w *Watcher) returned(msg string) {
+	saleText, itemText, hasItem := strings.Cut(msg, ":")
+	saleID, err := strconv.ParseInt(saleText, 10, 64)
+	if err != nil {
+		return
+	}
+	s, ok := w.cat.Sale(saleID)
+	if !ok {
+		return
+	}
+	if !hasItem {
+		for _, it := range s.Items {
+			it.live.soldOut.Store(false)
+			it.live.left.Store(-1)
+		}
+		return
+	}
+	itemID, err := strconv.ParseInt(itemText, 10, 64)
+	if err != nil {
+		return
+	}
+	if it, ok := s.Item(itemID); ok {
+		it.live.soldOut.Store(false)
+		if it.live.left.Load() >= 0 {
+			it.live.left.Add(1)
+		}
+	}
+}
+
+// Run refreshes the catalog and polls stock every interval, and listens for
+// returns, until ctx ends.
+func (w *Watcher) Run(ctx context.Context, catalogEvery, stockEvery time.Duration) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return w.Listen(ctx) })
+	g.Go(func() error { return w.tick(ctx, catalogEvery, stockEvery) })
+	return g.Wait()
+}
+
+func (w *Watcher) tick(ctx context.Context, catalogEvery, stockEvery time.Duration) error {
+	cat := time.NewTicker(catalogEvery)
+	defer cat.Stop()
+	st := time.NewTicker(stockEvery)
+	defer st.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-cat.C:
+			if err := w.cat.Refresh(ctx); err != nil && ctx.Err() == nil {
+				w.log.Warn("catalog refresh failed; serving the last one", "err", err)
+			}
+		case <-st.C:
+			if err := w.Poll(ctx); err != nil && ctx.Err() == nil {
+				w.log.Warn("stock poll failed", "err", err)
+			}
+		}
+	}
+}

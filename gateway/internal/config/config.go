@@ -1,0 +1,110 @@
+// Package config is the gateway's one typed configuration: defaults in code,
+// overridden by the FLASHSALE_CONFIG file and the environment, validated
+// before anything dials out.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	pkgconfig "flashsale/pkg/config"
+)
+
+// Config of the gateway.
+type Config struct {
+	Addr      string // public listener for shoppers
+	AdminAddr string // metrics, health, operator endpoints
+
+	RedisAddr    string
+	RedisTimeout time.Duration // bound of one Redis call on the purchase path
+	KafkaBrokers string
+	OrdersTopic  string
+	// PublishTimeout bounds the wait for the broker's acknowledgement.
+	PublishTimeout time.Duration
+	PublishLinger  time.Duration
+	PostgresDSN    string // catalog reads only
+	OrdersvcAddr   string // host:port the order endpoints are proxied to
+
+	JWTKey     []byte
+	JWTIssuer  string
+	GateKey    []byte
+	AdminToken []byte
+
+	CatalogRefresh time.Duration
+	StockPoll      time.Duration // also the bound on a stale sold-out flag
+
+	ReadTimeout     time.Duration
+	WriteTimeout    time.Duration
+	IdleTimeout     time.Duration
+	MaxConnsPerIP   int
+	Concurrency     int
+	MaxBodyBytes    int
+	ShutdownTimeout time.Duration
+	LogLevel        string
+}
+
+// Load reads the configuration from getenv (and FLASHSALE_CONFIG).
+func Load(getenv func(string) string) (Config, error) {
+	s := pkgconfig.NewSource(getenv)
+	c := Config{
+		Addr:            s.String("FLASHSALE_GATEWAY_ADDR", "127.0.0.1:8080"),
+		AdminAddr:       s.String("FLASHSALE_GATEWAY_ADMIN_ADDR", "127.0.0.1:8081"),
+		RedisAddr:       s.String("FLASHSALE_REDIS_ADDR", "127.0.0.1:16379"),
+		RedisTimeout:    s.Duration("FLASHSALE_REDIS_TIMEOUT", time.Second),
+		KafkaBrokers:    s.String("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:19092"),
+		OrdersTopic:     s.String("FLASHSALE_ORDERS_TOPIC", "flash-sale-orders"),
+		PublishTimeout:  s.Duration("FLASHSALE_PUBLISH_TIMEOUT", 3*time.Second),
+		PublishLinger:   s.Duration("FLASHSALE_PUBLISH_LINGER", 2*time.Millisecond),
+		PostgresDSN:     s.String("FLASHSALE_PG_DSN", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable"),
+		OrdersvcAddr:    s.String("FLASHSALE_ORDERSVC_ADDR", "127.0.0.1:8090"),
+		JWTKey:          s.Secret("FLASHSALE_JWT_HS256_KEY"),
+		JWTIssuer:       s.String("FLASHSALE_JWT_ISSUER", "flashsale"),
+		GateKey:         s.Secret("FLASHSALE_GATE_KEY"),
+		AdminToken:      s.Secret("FLASHSALE_ADMIN_TOKEN"),
+		CatalogRefresh:  s.Duration("FLASHSALE_CATALOG_REFRESH", 2*time.Second),
+		StockPoll:       s.Duration("FLASHSALE_STOCK_POLL", time.Second),
+		ReadTimeout:     s.Duration("FLASHSALE_READ_TIMEOUT", 5*time.Second),
+		WriteTimeout:    s.Duration("FLASHSALE_WRITE_TIMEOUT", 5*time.Second),
+		IdleTimeout:     s.Duration("FLASHSALE_IDLE_TIMEOUT", 60*time.Second),
+		MaxConnsPerIP:   s.Int("FLASHSALE_MAX_CONNS_PER_IP", 0),
+		Concurrency:     s.Int("FLASHSALE_CONCURRENCY", 256*1024),
+		MaxBodyBytes:    s.Int("FLASHSALE_MAX_BODY_BYTES", 4096),
+		ShutdownTimeout: s.Duration("FLASHSALE_SHUTDOWN_TIMEOUT", 15*time.Second),
+		LogLevel:        s.String("FLASHSALE_LOG_LEVEL", "info"),
+	}
+	errs := []error{s.Err(), c.validate()}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, fmt.Errorf("gateway config:\n%w", err)
+	}
+	return c, nil
+}
+
+func (c Config) validate() error {
+	var errs []error
+	need := func(ok bool, name, msg string) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: %s", name, msg))
+		}
+	}
+	need(c.Addr != "", "FLASHSALE_GATEWAY_ADDR", "empty")
+	need(c.AdminAddr != "" && c.AdminAddr != c.Addr, "FLASHSALE_GATEWAY_ADMIN_ADDR", "empty or equal to the public address")
+	need(c.RedisAddr != "", "FLASHSALE_REDIS_ADDR", "empty")
+	need(c.KafkaBrokers != "", "FLASHSALE_KAFKA_BROKERS", "empty")
+	need(c.OrdersTopic != "", "FLASHSALE_ORDERS_TOPIC", "empty")
+	need(c.PostgresDSN != "", "FLASHSALE_PG_DSN", "empty")
+	need(len(c.JWTKey) >= 32, "FLASHSALE_JWT_HS256_KEY", "missing or shorter than 32 bytes (or set FLASHSALE_JWT_HS256_KEY_FILE)")
+	need(len(c.GateKey) >= 32, "FLASHSALE_GATE_KEY", "missing or shorter than 32 bytes (or set FLASHSALE_GATE_KEY_FILE)")
+	need(len(c.AdminToken) >= 16, "FLASHSALE_ADMIN_TOKEN", "missing or shorter than 16 bytes (or set FLASHSALE_ADMIN_TOKEN_FILE)")
+	need(c.RedisTimeout > 0, "FLASHSALE_REDIS_TIMEOUT", "must be positive")
+	need(c.PublishTimeout >= 100*time.Millisecond, "FLASHSALE_PUBLISH_TIMEOUT", "must be at least 100ms")
+	need(c.PublishLinger >= 0, "FLASHSALE_PUBLISH_LINGER", "must not be negative")
+	need(c.CatalogRefresh > 0, "FLASHSALE_CATALOG_REFRESH", "must be positive")
+	need(c.StockPoll > 0, "FLASHSALE_STOCK_POLL", "must be positive")
+	need(c.ReadTimeout > 0 && c.WriteTimeout > 0 && c.IdleTimeout > 0, "FLASHSALE_READ/WRITE/IDLE_TIMEOUT", "must be positive")
+	need(c.MaxConnsPerIP >= 0, "FLASHSALE_MAX_CONNS_PER_IP", "must not be negative")
+	need(c.Concurrency > 0, "FLASHSALE_CONCURRENCY", "must be positive")
+	need(c.MaxBodyBytes > 0, "FLASHSALE_MAX_BODY_BYTES", "must be positive")
+	need(c.ShutdownTimeout > 0, "FLASHSALE_SHUTDOWN_TIMEOUT", "must be positive")
+	return errors.Join(errs...)
+}

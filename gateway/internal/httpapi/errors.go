@@ -1,0 +1,46 @@
+package httpapi
+
+import (
+	"encoding/json"
+
+	"github.com/valyala/fasthttp"
+)
+
+// apiError is a refusal with a stable code; its body is built once so that
+// refusing costs no allocation.
+type apiError struct {
+	status     int
+	body       []byte
+	retryAfter string
+}
+
+func newAPIError(status int, code, message, retryAfter string) apiError {
+	b, _ := json.Marshal(struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}{code, message})
+	return apiError{status: status, body: b, retryAfter: retryAfter}
+}
+
+// The refusals of the public API (see DESIGN.md).
+var (
+	errNotFound         = newAPIError(fasthttp.StatusNotFound, "NOT_FOUND", "no such sale, item or purchase path", "")
+	errBadRequest       = newAPIError(fasthttp.StatusBadRequest, "BAD_REQUEST", "malformed request", "")
+	errUnauthorized     = newAPIError(fasthttp.StatusUnauthorized, "UNAUTHORIZED", "a valid bearer token is required", "")
+	errSoldOut          = newAPIError(fasthttp.StatusGone, "SOLD_OUT", "this item is sold out", "")
+	errAlreadyPurchased = newAPIError(fasthttp.StatusConflict, "ALREADY_PURCHASED", "you already hold a unit in this sale", "")
+	errUnavailable      = newAPIError(fasthttp.StatusServiceUnavailable, "UNAVAILABLE", "temporarily unavailable, retry later", "1")
+	errMethod           = newAPIError(fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "method not allowed on this path", "")
+	errInternal         = newAPIError(fasthttp.StatusInternalServerError, "INTERNAL", "internal error", "")
+)
+
+var contentJSON = []byte("application/json")
+
+func (e apiError) write(ctx *fasthttp.RequestCtx) {
+	ctx.Response.Header.SetContentTypeBytes(contentJSON)
+	ctx.SetStatusCode(e.status)
+	if e.retryAfter != "" {
+		ctx.Response.Header.Set(fasthttp.HeaderRetryAfter, e.retryAfter)
+	}
+	ctx.SetBody(e.body)
+}

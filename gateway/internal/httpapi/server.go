@@ -1,0 +1,205 @@
+// Package httpapi is the gateway's HTTP surface: the shoppers' API on the
+// public listener and health and metrics on the admin listener. Handlers do
+// the cheap refusals first (path, gate, sold-out flag, token) so that most
+// requests never leave the process.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"flashsale/gateway/internal/catalog"
+	"flashsale/gateway/internal/purchase"
+	"flashsale/pkg/auth"
+	"flashsale/pkg/stock"
+)
+
+// API holds what the handlers need.
+type API struct {
+	Catalog  *catalog.Catalog
+	Buyer    *purchase.Buyer
+	Verifier *auth.Verifier
+	Orders   *fasthttp.HostClient // the order service, for /api/flash-sales/orders/*
+	Log      *slog.Logger
+	Metrics  *Metrics
+	// Ready reports whether dependencies answer; nil means always.
+	Ready      func(context.Context) error
+	AdminToken []byte
+	// BaseCtx outlives every request; purchases derive their timeouts from
+	// it because a RequestCtx has no deadline and is recycled after return.
+	BaseCtx context.Context
+	Now     func() time.Time
+
+	draining atomic.Bool
+}
+
+// SetDraining makes /readyz fail so load balancers stop sending traffic.
+func (a *API) SetDraining() { a.draining.Store(true) }
+
+// Public returns the shoppers' handler.
+func (a *API) Public() fasthttp.RequestHandler {
+	r := router.New()
+	r.GET("/api/flash-sales/orders/{orderId}", a.proxyOrder)
+	r.POST("/api/flash-sales/orders/{orderId}/{action}", a.proxyOrder)
+	r.GET("/api/flash-sales/{saleId}", a.saleInfo)
+	r.POST("/api/flash-sales/{saleId}/g/{gate}/items/{itemId}/purchase", a.purchase)
+	r.GET("/healthz", a.healthz)
+	r.GET("/readyz", a.readyz)
+	r.NotFound = errNotFound.write
+	r.MethodNotAllowed = errMethod.write
+	r.HandleMethodNotAllowed = true
+	return a.recover(r.Handler)
+}
+
+// Admin returns the operators' handler (metrics, health).
+func (a *API) Admin() fasthttp.RequestHandler {
+	r := router.New()
+	r.GET("/metrics", a.metrics)
+	r.GET("/healthz", a.healthz)
+	r.GET("/readyz", a.readyz)
+	r.NotFound = errNotFound.write
+	return a.recover(r.Handler)
+}
+
+func (a *API) recover(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		defer func() {
+			if p := recover(); p != nil {
+				a.Metrics.panics.Add(1)
+				a.Log.Error("handler panic", "path", string(ctx.Path()), "panic", p)
+				ctx.ResetBody()
+				errInternal.write(ctx)
+			}
+		}()
+		next(ctx)
+	}
+}
+
+// pathID parses a positive int64 path parameter.
+func pathID(ctx *fasthttp.RequestCtx, name string) (int64, bool) {
+	s, _ := ctx.UserValue(name).(string)
+	if len(s) == 0 || len(s) > 19 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n > 0
+}
+
+var bearerPrefix = []byte("Bearer ")
+
+func (a *API) userID(ctx *fasthttp.RequestCtx) (string, bool) {
+	h := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
+	if !bytes.HasPrefix(h, bearerPrefix) || len(h) > auth.MaxTokenLen+len(bearerPrefix) {
+		return "", false
+	}
+	u, err := a.Verifier.UserID(string(h[len(bearerPrefix):]))
+	return u, err == nil
+}
+
+func (a *API) purchase(ctx *fasthttp.RequestCtx) {
+	saleID, ok1 := pathID(ctx, "saleId")
+	itemID, ok2 := pathID(ctx, "itemId")
+	if !ok1 || !ok2 {
+		a.refuse(ctx, outNotFound, errNotFound)
+		return
+	}
+	sale, ok := a.Catalog.Sale(saleID)
+	gate, _ := ctx.UserValue("gate").(string)
+	// Before the opening, after the end, or on a wrong gate the purchase URL
+	// does not exist: the same 404 for all, so a guess learns nothing.
+	if !ok || !sale.IsOpen(a.Now()) || !sale.CheckGate([]byte(gate)) {
+		a.refuse(ctx, outNotFound, errNotFound)
+		return
+	}
+	item, ok := sale.Item(itemID)
+	if !ok {
+		a.refuse(ctx, outNotFound, errNotFound)
+		return
+	}
+	if item.SoldOut() {
+		a.refuse(ctx, outSoldOutFlag, errSoldOut)
+		return
+	}
+	user, ok := a.userID(ctx)
+	if !ok {
+		a.refuse(ctx, outUnauthorized, errUnauthorized)
+		return
+	}
+
+	start := time.Now()
+	orderID, err := a.Buyer.Buy(a.BaseCtx, saleID, itemID, user)
+	a.Metrics.observe(time.Since(start))
+	switch {
+	case err == nil:
+		a.Metrics.count(outAccepted)
+		ctx.Response.Header.SetContentTypeBytes(contentJSON)
+		ctx.SetStatusCode(fasthttp.StatusAccepted)
+		b := ctx.Response.BodyWriter()
+		var buf [96]byte
+		out := append(buf[:0], `{"orderId":"`...)
+		out = append(out, orderID.String()...)
+		out = append(out, `","status":"PENDING"}`...)
+		_, _ = b.Write(out)
+	case errors.Is(err, stock.ErrSoldOut):
+		item.MarkSoldOut()
+		a.refuse(ctx, outSoldOut, errSoldOut)
+	case errors.Is(err, stock.ErrAlreadyPurchased):
+		a.refuse(ctx, outAlreadyPurchased, errAlreadyPurchased)
+	case errors.Is(err, stock.ErrNotLoaded):
+		// Never a false SOLD_OUT: the stock is unknown until reloaded
+		// from PostgreSQL. The counter is the alert, not a log per request.
+		a.refuse(ctx, outNotLoaded, errUnavailable)
+	default:
+		a.refuse(ctx, outUnavailable, errUnavailable)
+	}
+}
+
+func (a *API) refuse(ctx *fasthttp.RequestCtx, o outcome, e apiError) {
+	a.Metrics.count(o)
+	e.write(ctx)
+}
+
+func (a *API) metrics(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("text/plain; version=0.0.4")
+	_, _ = a.Metrics.WriteTo(ctx)
+}
+
+func (a *API) healthz(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("application/json")
+	ctx.SetBodyString(`{"status":"ok"}`)
+}
+
+func (a *API) readyz(ctx *fasthttp.RequestCtx) {
+	if a.draining.Load() {
+		errUnavailable.write(ctx)
+		return
+	}
+	if a.Ready != nil {
+		c, cancel := context.WithTimeout(a.BaseCtx, time.Second)
+		defer cancel()
+		if err := a.Ready(c); err != nil {
+			errUnavailable.write(ctx)
+			return
+		}
+	}
+	ctx.SetContentType("application/json")
+	ctx.SetBodyString(`{"status":"ready"}`)
+}
+
+// checkAdmin compares the admin bearer token in constant time.
+func (a *API) checkAdmin(ctx *fasthttp.RequestCtx) bool {
+	h := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
+	if !bytes.HasPrefix(h, bearerPrefix) || len(a.AdminToken) == 0 {
+		return false
+	}
+	return subtle.ConstantTimeCompare(h[len(bearerPrefix):], a.AdminToken) == 1
+}

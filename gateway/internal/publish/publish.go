@@ -1,0 +1,95 @@
+// Package publish sends OrderPlaced events to Kafka and reports, per event,
+// whether the broker acknowledged it. The gateway answers 202 only after that
+// acknowledgement (acks=all, idempotent producer), never before.
+package publish
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// ErrNotAcked means the broker did not acknowledge the event in time or
+// refused it; the caller must give the reservation back.
+var ErrNotAcked = errors.New("publish: event not acknowledged by the broker")
+
+// Config of the producer.
+type Config struct {
+	Brokers string
+	Topic   string
+	// Timeout bounds the wait for an acknowledgement, retries included
+	// (librdkafka's message.timeout.ms): the delivery report always comes
+	// within it, with an error if the broker never acknowledged.
+	Timeout time.Duration
+	Linger  time.Duration
+}
+
+// Producer publishes to one topic.
+type Producer struct {
+	p     *kafka.Producer
+	topic string
+}
+
+// New creates the producer. It does not wait for the broker.
+func New(cfg Config) (*Producer, error) {
+	p, err := kafka.NewProducer(&kafka.ConfigMap{
+		"bootstrap.servers":                     cfg.Brokers,
+		"acks":                                  "all",
+		"enable.idempotence":                    true,
+		"max.in.flight.requests.per.connection": 5,
+		"linger.ms":                             int(cfg.Linger / time.Millisecond),
+		"message.timeout.ms":                    int(cfg.Timeout / time.Millisecond),
+		"request.timeout.ms":                    int(max(cfg.Timeout/2, time.Second) / time.Millisecond),
+		"socket.keepalive.enable":               true,
+		"go.logs.channel.enable":                false,
+		// Delivery reports go to each Produce call's own channel; nothing is
+		// sent to Events() but errors, which Drain consumes.
+		"go.delivery.reports": true,
+		"client.id":           "flashsale-gateway",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create kafka producer: %w", err)
+	}
+	return &Producer{p: p, topic: cfg.Topic}, nil
+}
+
+// Publish sends value keyed by item id and blocks until the broker
+// acknowledged it (nil) or the delivery failed or timed out (ErrNotAcked).
+// It does not return early on cancellation: a message already handed to the
+// producer may still be delivered, and the caller must know which.
+func (p *Producer) Publish(itemID int64, value []byte) error {
+	done := make(chan kafka.Event, 1)
+	var keyBuf [20]byte
+	err := p.p.Produce(&kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &p.topic, Partition: kafka.PartitionAny},
+		Key:            strconv.AppendInt(keyBuf[:0], itemID, 10),
+		Value:          value,
+	}, done)
+	if err != nil {
+		return fmt.Errorf("%w: enqueue: %v", ErrNotAcked, err)
+	}
+	ev := <-done
+	m, ok := ev.(*kafka.Message)
+	if !ok {
+		return fmt.Errorf("%w: unexpected delivery event %v", ErrNotAcked, ev)
+	}
+	if m.TopicPartition.Error != nil {
+		return fmt.Errorf("%w: %v", ErrNotAcked, m.TopicPartition.Error)
+	}
+	return nil
+}
+
+// Events is the producer's channel of client-level events (errors, stats);
+// the owner must drain it.
+func (p *Producer) Events() <-chan kafka.Event { return p.p.Events() }
+
+// Close flushes what is queued (bounded by timeout) and closes the producer.
+// It returns how many messages were still unflushed.
+func (p *Producer) Close(timeout time.Duration) int {
+	left := p.p.Flush(int(timeout / time.Millisecond))
+	p.p.Close()
+	return left
+}

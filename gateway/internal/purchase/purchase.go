@@ -1,0 +1,93 @@
+// Package purchase is the gateway's buying step: reserve a unit in Redis,
+// publish OrderPlaced, and only then call it accepted. If the publish is not
+// acknowledged the unit is given back before the shopper hears anything, so
+// no shopper holds an order id that never appears.
+package purchase
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"flashsale/pkg/event"
+	"flashsale/pkg/stock"
+)
+
+// Outcomes callers branch on (besides stock.ErrSoldOut,
+// stock.ErrAlreadyPurchased and stock.ErrNotLoaded, passed through).
+var (
+	// ErrUnavailable: Redis or the broker failed; nothing was taken.
+	ErrUnavailable = errors.New("purchase: temporarily unavailable")
+)
+
+// Publisher is the part of the Kafka producer the buyer needs.
+type Publisher interface {
+	Publish(itemID int64, value []byte) error
+}
+
+// Buyer runs purchases.
+type Buyer struct {
+	stock        *stock.Store
+	pub          Publisher
+	redisTimeout time.Duration
+	log          *slog.Logger
+	now          func() time.Time
+}
+
+// NewBuyer wires a buyer.
+func NewBuyer(st *stock.Store, pub Publisher, redisTimeout time.Duration, log *slog.Logger) *Buyer {
+	return &Buyer{stock: st, pub: pub, redisTimeout: redisTimeout, log: log, now: time.Now}
+}
+
+// Buy reserves one unit of itemID for userID and publishes the order. It
+// returns the order id only once the broker acknowledged the event.
+// ctx must not be a fasthttp RequestCtx's lifetime-bound value past return.
+func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID string) (uuid.UUID, error) {
+	orderID, err := uuid.NewV7()
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("%w: order id: %v", ErrUnavailable, err)
+	}
+	oid := orderID.String()
+	rctx, cancel := context.WithTimeout(ctx, b.redisTimeout)
+	_, err = b.stock.Reserve(rctx, saleID, itemID, userID, oid)
+	cancel()
+	switch {
+	case err == nil:
+	case errors.Is(err, stock.ErrSoldOut), errors.Is(err, stock.ErrAlreadyPurchased), errors.Is(err, stock.ErrNotLoaded):
+		return uuid.Nil, err
+	default:
+		// The script may or may not have run: give back whatever this
+		// order id holds (a no-op when it holds nothing).
+		b.release(ctx, saleID, itemID, userID, oid)
+		return uuid.Nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+
+	payload, err := event.OrderPlaced{
+		Version: event.Version, OrderID: orderID, SaleID: saleID, ItemID: itemID,
+		UserID: userID, PlacedAt: b.now().UTC(),
+	}.Marshal()
+	if err == nil {
+		err = b.pub.Publish(itemID, payload)
+	}
+	if err != nil {
+		b.release(ctx, saleID, itemID, userID, oid)
+		return uuid.Nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return orderID, nil
+}
+
+// release gives a unit back after a failed purchase. If even that fails the
+// reservation stays in Redis without an order; reconciliation against
+// PostgreSQL (which never saw the order) returns it.
+func (b *Buyer) release(ctx context.Context, saleID, itemID int64, userID, orderID string) {
+	rctx, cancel := context.WithTimeout(ctx, b.redisTimeout)
+	defer cancel()
+	if _, err := b.stock.Release(rctx, saleID, itemID, userID, orderID); err != nil {
+		b.log.Error("reservation not released after a failed purchase; run reconcile",
+			"sale", saleID, "item", itemID, "order", orderID, "err", err)
+	}
+}
