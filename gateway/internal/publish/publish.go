@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -29,8 +30,9 @@ type Config struct {
 
 // Producer publishes to one topic.
 type Producer struct {
-	p     *kafka.Producer
-	topic string
+	p        *kafka.Producer
+	topic    string
+	inFlight atomic.Int64 // handed to librdkafka, delivery report not yet read
 }
 
 // New creates the producer. It does not wait for the broker.
@@ -61,6 +63,8 @@ func New(cfg Config) (*Producer, error) {
 // It does not return early on cancellation: a message already handed to the
 // producer may still be delivered, and the caller must know which.
 func (p *Producer) Publish(itemID int64, value []byte) error {
+	p.inFlight.Add(1)
+	defer p.inFlight.Add(-1)
 	done := make(chan kafka.Event, 1)
 	var keyBuf [20]byte
 	err := p.p.Produce(&kafka.Message{
@@ -87,9 +91,15 @@ func (p *Producer) Publish(itemID int64, value []byte) error {
 func (p *Producer) Events() <-chan kafka.Event { return p.p.Events() }
 
 // Close flushes what is queued (bounded by timeout) and closes the producer.
-// It returns how many messages were still unflushed.
+// It returns how many publishes were still waiting for their report. Every
+// Publish waits for its own report, so once the HTTP server has drained
+// there is nothing to flush, and Close does not wait on an unreachable
+// broker for internal requests that carry no order.
 func (p *Producer) Close(timeout time.Duration) int {
-	left := p.p.Flush(int(timeout / time.Millisecond))
+	if p.inFlight.Load() > 0 {
+		p.p.Flush(int(timeout / time.Millisecond))
+	}
+	left := int(p.inFlight.Load())
 	p.p.Close()
 	return left
 }

@@ -1,0 +1,386 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/rueidis"
+
+	"flashsale/gateway/internal/catalog"
+	"flashsale/gateway/internal/config"
+	"flashsale/pkg/auth"
+	"flashsale/pkg/event"
+	"flashsale/pkg/schema"
+	"flashsale/pkg/stock"
+	"flashsale/pkg/testenv"
+)
+
+var (
+	jwtKey  = []byte("test-jwt-key-0123456789abcdef0123456789")
+	gateKey = []byte("test-gate-key-0123456789abcdef012345678")
+)
+
+// harness is one gateway in-process against the real local stack, with its
+// own topic and its own sale.
+type harness struct {
+	t      *testing.T
+	gw     *Gateway
+	base   string
+	redis  rueidis.Client
+	stock  *stock.Store
+	saleID int64
+	items  []int64
+	topic  string
+}
+
+type harnessOpts struct {
+	quantities []int
+	startsIn   time.Duration // negative: already open
+	brokers    string        // "" = the local broker
+	publishTO  time.Duration
+}
+
+func newHarness(t *testing.T, o harnessOpts) *harness {
+	t.Helper()
+	testenv.Require(t, testenv.RedisAddr(), testenv.PostgresAddr(), testenv.KafkaBrokers())
+	ctx := testenv.Context(t)
+	if err := schema.MigrateDSN(ctx, testenv.PostgresDSN()); err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, topic: fmt.Sprintf("test-gw-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())}
+	h.saleID, h.items = createSale(t, ctx, o.startsIn, o.quantities)
+
+	var err error
+	h.redis, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.redis.Close)
+	h.stock = stock.New(h.redis)
+	var load []stock.ItemStock
+	for i, id := range h.items {
+		load = append(load, stock.ItemStock{ItemID: id, Left: int64(o.quantities[i])})
+	}
+	if err := h.stock.Load(ctx, h.saleID, load, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	brokers := o.brokers
+	if brokers == "" {
+		brokers = testenv.KafkaBrokers()
+	}
+	if o.publishTO == 0 {
+		o.publishTO = 5 * time.Second
+	}
+	env := map[string]string{
+		"FLASHSALE_REDIS_ADDR":      testenv.RedisAddr(),
+		"FLASHSALE_PG_DSN":          testenv.PostgresDSN(),
+		"FLASHSALE_KAFKA_BROKERS":   brokers,
+		"FLASHSALE_ORDERS_TOPIC":    h.topic,
+		"FLASHSALE_PUBLISH_TIMEOUT": o.publishTO.String(),
+		"FLASHSALE_JWT_HS256_KEY":   string(jwtKey),
+		"FLASHSALE_GATE_KEY":        string(gateKey),
+		"FLASHSALE_ADMIN_TOKEN":     "test-admin-token-0123",
+		"FLASHSALE_STOCK_POLL":      "200ms",
+	}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sctx, cancel := context.WithCancel(context.Background())
+	h.gw, err = New(sctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := net.Listen("tcp", "127.0.0.1:0")
+	adm, _ := net.Listen("tcp", "127.0.0.1:0")
+	done := make(chan error, 1)
+	go func() { done <- h.gw.ServeListeners(sctx, pub, adm) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gateway shutdown: %v", err)
+		}
+	})
+	h.base = "http://" + pub.Addr().String()
+	return h
+}
+
+var saleSeq sync.Mutex
+
+func createSale(t *testing.T, ctx context.Context, startsIn time.Duration, quantities []int) (int64, []int64) {
+	t.Helper()
+	saleSeq.Lock()
+	defer saleSeq.Unlock()
+	conn, err := pgx.Connect(ctx, testenv.PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var sale int64
+	start := time.Now().Add(startsIn)
+	if err := conn.QueryRow(ctx, `INSERT INTO flash_sale (name, starts_at, ends_at, payment_ttl)
+		VALUES ($1, $2, $3, interval '10 minutes') RETURNING id`, t.Name(), start, start.Add(time.Hour)).Scan(&sale); err != nil {
+		t.Fatal(err)
+	}
+	var items []int64
+	for i, q := range quantities {
+		var id int64
+		if err := conn.QueryRow(ctx, `INSERT INTO flash_sale_item (sale_id, product_id, name, price, quantity)
+			VALUES ($1, $2, $3, 9.99, $4) RETURNING id`, sale, fmt.Sprintf("p%d", i), fmt.Sprintf("item %d", i), q).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, id)
+	}
+	return sale, items
+}
+
+func token(t testing.TB, user string) string {
+	tok, err := auth.MintHS256(jwtKey, user, "flashsale", "", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+type answer struct {
+	Status  int
+	Retry   string
+	Error   string `json:"error"`
+	OrderID string `json:"orderId"`
+	State   string `json:"status"`
+}
+
+func (h *harness) do(method, path, user string) answer {
+	h.t.Helper()
+	req, _ := http.NewRequest(method, h.base+path, nil)
+	if user != "" {
+		req.Header.Set("Authorization", "Bearer "+token(h.t, user))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a answer
+	b, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		h.t.Fatalf("%s %s: content type %q, body %s", method, path, ct, b)
+	}
+	if err := json.Unmarshal(b, &a); err != nil {
+		h.t.Fatalf("%s %s: body %q is not JSON: %v", method, path, b, err)
+	}
+	a.Status, a.Retry = resp.StatusCode, resp.Header.Get("Retry-After")
+	return a
+}
+
+func (h *harness) buyPath(item int64) string {
+	return fmt.Sprintf("/api/flash-sales/%d/g/%s/items/%d/purchase", h.saleID, catalog.Gate(gateKey, h.saleID), item)
+}
+
+func (h *harness) left(item int64) int64 {
+	h.t.Helper()
+	n, err := h.stock.Left(context.Background(), h.saleID, item)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+func TestPurchaseAnswers(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{1, 3}, startsIn: -time.Minute})
+	one, three := h.items[0], h.items[1]
+	wrongGate := fmt.Sprintf("/api/flash-sales/%d/g/%s/items/%d/purchase", h.saleID, strings.Repeat("0", 32), three)
+
+	steps := []struct {
+		name   string
+		method string
+		path   string
+		user   string
+		want   int
+		code   string
+	}{
+		{"accepted", "POST", h.buyPath(one), "alice", 202, ""},
+		{"last unit gone", "POST", h.buyPath(one), "bob", 410, "SOLD_OUT"},
+		{"sold-out flag answers without Redis", "POST", h.buyPath(one), "carol", 410, "SOLD_OUT"},
+		{"one unit per user per sale, across items", "POST", h.buyPath(three), "alice", 409, "ALREADY_PURCHASED"},
+		{"no token", "POST", h.buyPath(three), "", 401, "UNAUTHORIZED"},
+		{"wrong gate", "POST", wrongGate, "dave", 404, "NOT_FOUND"},
+		{"unknown item", "POST", fmt.Sprintf("/api/flash-sales/%d/g/%s/items/999999999/purchase", h.saleID, catalog.Gate(gateKey, h.saleID)), "dave", 404, "NOT_FOUND"},
+		{"non-numeric item", "POST", fmt.Sprintf("/api/flash-sales/%d/g/%s/items/abc/purchase", h.saleID, catalog.Gate(gateKey, h.saleID)), "dave", 404, "NOT_FOUND"},
+		{"negative sale", "POST", fmt.Sprintf("/api/flash-sales/-1/g/x/items/%d/purchase", three), "dave", 404, "NOT_FOUND"},
+		{"huge sale id", "POST", fmt.Sprintf("/api/flash-sales/99999999999999999999999/g/x/items/%d/purchase", three), "dave", 404, "NOT_FOUND"},
+		{"wrong method", "GET", h.buyPath(three), "dave", 405, "METHOD_NOT_ALLOWED"},
+		{"unknown route", "GET", "/nope", "", 404, "NOT_FOUND"},
+	}
+	for _, s := range steps {
+		got := h.do(s.method, s.path, s.user)
+		if got.Status != s.want || got.Error != s.code {
+			t.Fatalf("%s: got %d %q, want %d %q", s.name, got.Status, got.Error, s.want, s.code)
+		}
+		if s.want == 202 && (got.OrderID == "" || got.State != "PENDING") {
+			t.Fatalf("%s: 202 body %+v lacks orderId/PENDING", s.name, got)
+		}
+	}
+	if n := h.gw.Metrics().Purchases("sold_out_flag"); n != 1 {
+		t.Errorf("sold_out_flag refusals = %d, want 1 (the third request must not reach Redis)", n)
+	}
+	if got := h.left(three); got != 3 {
+		t.Errorf("refused requests changed stock: left %d, want 3", got)
+	}
+}
+
+func TestPurchaseBeforeOpeningIs404(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{5}, startsIn: time.Hour})
+	if got := h.do("POST", h.buyPath(h.items[0]), "alice"); got.Status != 404 {
+		t.Fatalf("purchase before opening: %d, want 404", got.Status)
+	}
+	var info struct {
+		State        string `json:"state"`
+		PurchasePath string `json:"purchasePath"`
+		OpensInMs    int64  `json:"opensInMs"`
+	}
+	resp, err := http.Get(fmt.Sprintf("%s/api/flash-sales/%d", h.base, h.saleID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	json.NewDecoder(resp.Body).Decode(&info)
+	if info.State != "UPCOMING" || info.PurchasePath != "" || info.OpensInMs <= 0 {
+		t.Fatalf("sale info before opening = %+v; want UPCOMING, no purchase path, a countdown", info)
+	}
+	if h.left(h.items[0]) != 5 {
+		t.Fatal("stock changed")
+	}
+}
+
+// Every 202 is backed by an acknowledged OrderPlaced on the topic, keyed by item.
+func TestAcceptedOrdersAreOnTheTopic(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{20}, startsIn: -time.Minute})
+	accepted := map[string]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for u := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := h.do("POST", h.buyPath(h.items[0]), fmt.Sprintf("user-%d", u))
+			if a.Status == 202 {
+				mu.Lock()
+				accepted[a.OrderID] = true
+				mu.Unlock()
+			} else if a.Status != 410 {
+				t.Errorf("user-%d: %d %s", u, a.Status, a.Error)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(accepted) != 20 {
+		t.Fatalf("%d accepted, want 20", len(accepted))
+	}
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": testenv.KafkaBrokers(), "group.id": h.topic, "auto.offset.reset": "earliest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Subscribe(h.topic, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	seen := map[string]bool{}
+	for len(seen) < len(accepted) && time.Now().Before(deadline) {
+		m, err := c.ReadMessage(time.Second)
+		if err != nil {
+			continue
+		}
+		e, err := event.Unmarshal(m.Value)
+		if err != nil {
+			t.Fatalf("bad event on topic: %v", err)
+		}
+		if string(m.Key) != fmt.Sprint(h.items[0]) || e.ItemID != h.items[0] || e.SaleID != h.saleID {
+			t.Fatalf("event %+v with key %q, want item %d", e, m.Key, h.items[0])
+		}
+		seen[e.OrderID.String()] = true
+	}
+	for id := range accepted {
+		if !seen[id] {
+			t.Errorf("order %s answered 202 but is not on the topic", id)
+		}
+	}
+	if len(seen) != len(accepted) {
+		t.Errorf("%d events on the topic, %d accepted", len(seen), len(accepted))
+	}
+}
+
+// With the broker unreachable the gateway answers 503 and gives the unit back.
+func TestBrokerDownAnswers503AndKeepsStock(t *testing.T) {
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := dead.Addr().String()
+	dead.Close() // nothing listens there any more
+	h := newHarness(t, harnessOpts{quantities: []int{3}, startsIn: -time.Minute, brokers: addr, publishTO: 500 * time.Millisecond})
+	for _, user := range []string{"alice", "bob"} {
+		got := h.do("POST", h.buyPath(h.items[0]), user)
+		if got.Status != 503 || got.Error != "UNAVAILABLE" || got.Retry == "" {
+			t.Fatalf("%s: got %d %q retry %q, want 503 UNAVAILABLE with Retry-After", user, got.Status, got.Error, got.Retry)
+		}
+	}
+	if got := h.left(h.items[0]); got != 3 {
+		t.Errorf("stock after failed publishes = %d, want 3", got)
+	}
+	holders, _ := h.stock.Holders(context.Background(), h.saleID)
+	if len(holders) != 0 {
+		t.Errorf("holders after failed publishes = %v, want none (the shopper may try again)", holders)
+	}
+}
+
+// A missing stock key is not zero: 503, never a false SOLD_OUT.
+func TestStockNotLoadedIs503(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{3}, startsIn: -time.Minute})
+	h.redis.Do(context.Background(), h.redis.B().Del().Key(stock.StockKey(h.saleID, h.items[0])).Build())
+	got := h.do("POST", h.buyPath(h.items[0]), "alice")
+	if got.Status != 503 || got.Error != "UNAVAILABLE" {
+		t.Fatalf("got %d %q, want 503 UNAVAILABLE", got.Status, got.Error)
+	}
+	if n := h.gw.Metrics().Purchases("not_loaded"); n != 1 {
+		t.Errorf("not_loaded counter = %d, want 1", n)
+	}
+}
+
+// A unit returned after the sold-out flag was set is sold again.
+func TestSoldOutFlagClearsWhenStockReturns(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{1}, startsIn: -time.Minute})
+	first := h.do("POST", h.buyPath(h.items[0]), "alice")
+	if first.Status != 202 {
+		t.Fatalf("first purchase: %d", first.Status)
+	}
+	if got := h.do("POST", h.buyPath(h.items[0]), "bob"); got.Status != 410 {
+		t.Fatalf("second: %d, want 410", got.Status)
+	}
+	ok, err := h.stock.Release(context.Background(), h.saleID, h.items[0], "alice", first.OrderID)
+	if err != nil || !ok {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		got := h.do("POST", h.buyPath(h.items[0]), "bob")
+		if got.Status == 202 {
+			break
+		}
+		if got.Status != 410 || time.Now().After(deadline) {
+			t.Fatalf("after the unit came back: %d %q, want 202 within the bound", got.Status, got.Error)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
