@@ -30,8 +30,7 @@ func TestRestartKeepsRecordsAndOffsets(t *testing.T) {
 	produce(ctx, t, addr, "second") // after the commit: the group must resume here
 	stop()
 
-	addr, stop = startBroker(ctx, t, dir)
-	defer stop()
+	addr, _ = startBroker(ctx, t, dir) // stopped by its t.Cleanup, after the clients'
 	var out bytes.Buffer
 	if err := run(ctx, []string{"-probe", "-addr-port", portOf(t, addr)}, noEnv, &out); err != nil {
 		t.Fatalf("probe after restart: %v", err)
@@ -46,6 +45,7 @@ func TestRestartKeepsRecordsAndOffsets(t *testing.T) {
 		}
 		fs.EachRecord(func(r *kgo.Record) { all = append(all, string(r.Value)) })
 	}
+	cl.Close()
 	if strings.Join(all, ",") != "first,second" {
 		t.Errorf("records after restart = %q, want [first second]", all)
 	}
@@ -123,11 +123,17 @@ var listenRE = regexp.MustCompile(`msg="broker listening" addr=(\S+)`)
 // close.
 func startBroker(ctx context.Context, t *testing.T, dir string) (string, func()) {
 	t.Helper()
+	return startBrokerArgs(ctx, t, []string{"-addr-port", "0", "-data-dir", dir, "-partitions", "2"})
+}
+
+// startBrokerArgs is startBroker with the broker's whole command line.
+func startBrokerArgs(ctx context.Context, t testing.TB, args []string) (string, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := run(ctx, []string{"-addr-port", "0", "-data-dir", dir, "-partitions", "2"}, noEnv, pw)
+		err := run(ctx, args, noEnv, pw)
 		pw.Close()
 		done <- err
 	}()

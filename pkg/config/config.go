@@ -57,7 +57,9 @@ func (s *Source) lookup(name string) (string, bool) {
 }
 
 // Fail records a problem with one setting.
-func (s *Source) Fail(name string, err error) { s.errs = append(s.errs, fmt.Errorf("%s: %w", name, err)) }
+func (s *Source) Fail(name string, err error) {
+	s.errs = append(s.errs, fmt.Errorf("%s: %w", name, err))
+}
 
 // Err reports every recorded problem, or nil.
 func (s *Source) Err() error { return errors.Join(s.errs...) }

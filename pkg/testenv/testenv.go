@@ -13,7 +13,9 @@ import (
 )
 
 // Defaults match deploy/stack.sh; the FLASHSALE_* variables override them.
-func RedisAddr() string { return env("FLASHSALE_REDIS_ADDR", "127.0.0.1:"+env("FLASHSALE_REDIS_PORT", "16379")) }
+func RedisAddr() string {
+	return env("FLASHSALE_REDIS_ADDR", "127.0.0.1:"+env("FLASHSALE_REDIS_PORT", "16379"))
+}
 
 // KafkaBrokers is the bootstrap list of the Kafka-protocol broker.
 func KafkaBrokers() string {
