@@ -1,0 +1,96 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"flashsale/loadtest/internal/crowd"
+	"flashsale/loadtest/internal/stackapi"
+)
+
+// waitPersisted polls PostgreSQL until every accepted order has a row and
+// returns when that was first seen.
+func waitPersisted(ctx context.Context, pool *pgxpool.Pool, accepted map[string]string, timeout time.Duration) (time.Time, error) {
+	ids := make([]string, 0, len(accepted))
+	for id := range accepted {
+		ids = append(ids, id)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM flash_sale_order WHERE id = ANY($1::uuid[])`, ids).Scan(&n)
+		now := time.Now()
+		if err == nil && n == len(ids) {
+			return now, nil
+		}
+		if now.After(deadline) {
+			return time.Time{}, fmt.Errorf("%d of %d accepted orders persisted after %v (last error: %v)", n, len(ids), timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// waitReleases waits (bounded) until the outbox of the sale is drained, so
+// the audit sees rejected units returned.
+func waitReleases(ctx context.Context, pool *pgxpool.Pool, saleID int64, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM stock_release WHERE sale_id = $1 AND released_at IS NULL`, saleID).Scan(&n); err == nil && n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// pollSample checks up to n accepted orders through the shoppers' polling
+// endpoint, as their owners, and counts the statuses seen.
+func pollSample(ctx context.Context, api *stackapi.Client, cr *crowd.Crowd, accepted map[string]string, n int) map[string]int {
+	tokenOf := make(map[string]string, len(cr.Users))
+	for i, u := range cr.Users {
+		tokenOf[u] = cr.Tokens[i]
+	}
+	type job struct{ id, token string }
+	jobs := make(chan job)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				status := "ERROR"
+				if o, err := api.Order(ctx, j.token, j.id); err == nil {
+					status = o.Status
+				}
+				mu.Lock()
+				seen[status]++
+				mu.Unlock()
+			}
+		}()
+	}
+	sent := 0
+	for id, user := range accepted { // map order is random: a fair sample
+		if sent >= n {
+			break
+		}
+		jobs <- job{id, tokenOf[user]}
+		sent++
+	}
+	close(jobs)
+	wg.Wait()
+	return seen
+}

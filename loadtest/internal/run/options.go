@@ -1,0 +1,98 @@
+// Package run is one whole flash sale driven from outside: set the sale up
+// through the admin API, send the crowd at it with vegeta, wait until every
+// accepted order is persisted, audit the invariants and report.
+package run
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+)
+
+// Options of a run; the flags of the loadtest command map onto them.
+type Options struct {
+	GatewayURL  string
+	AdminURL    string
+	AdminToken  string
+	JWTKey      []byte
+	JWTIssuer   string
+	PostgresDSN string
+	RedisAddr   string
+
+	Users int // distinct shoppers, one purchase each
+	Stock int // units in all
+	Items int // items the stock is split over
+
+	Profile     string        // herd | steady | ramp
+	Rate        int           // requests/s; 0 with herd = as fast as the machine allows
+	Duration    time.Duration // hard bound on the attack
+	Connections int
+	Workers     uint64
+	MaxWorkers  uint64
+	Timeout     time.Duration // per request
+
+	OpenIn         time.Duration // the sale opens this long after setup
+	PersistTimeout time.Duration // bound on waiting for orders to reach PostgreSQL
+	PollSample     int           // orders checked through the polling endpoint
+	OutDir         string
+	AllowRemote    bool // targets other than loopback must be asked for
+}
+
+// Defaults are the demo's sale: 10,000 units, 500,000 shoppers, a herd.
+func Defaults() Options {
+	return Options{
+		GatewayURL: "http://127.0.0.1:8080", AdminURL: "http://127.0.0.1:8091", JWTIssuer: "flashsale",
+		PostgresDSN: "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable", RedisAddr: "127.0.0.1:16379",
+		Users: 500_000, Stock: 10_000, Items: 1,
+		Profile: "herd", Rate: 0, Duration: 60 * time.Second, Connections: 256, Workers: 64, MaxWorkers: 256,
+		Timeout: 10 * time.Second, OpenIn: 3 * time.Second, PersistTimeout: 60 * time.Second, PollSample: 1000,
+		OutDir: "loadtest/out",
+	}
+}
+
+// Validate reports every problem at once.
+func (o Options) Validate() error {
+	var errs []error
+	bad := func(ok bool, format string, a ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, a...))
+		}
+	}
+	bad(len(o.JWTKey) >= 32, "-jwt-key (or FLASHSALE_JWT_HS256_KEY): missing or shorter than 32 bytes")
+	bad(o.AdminToken != "", "-admin-token (or FLASHSALE_ADMIN_TOKEN): missing")
+	bad(o.Users > 0, "-users must be positive")
+	bad(o.Stock > 0, "-stock must be positive")
+	bad(o.Items > 0 && o.Items <= o.Stock, "-items must be between 1 and -stock")
+	bad(o.Profile == "herd" || o.Profile == "steady" || o.Profile == "ramp", "-profile %q: want herd, steady or ramp", o.Profile)
+	bad(o.Profile == "herd" || o.Rate > 0, "-rate must be positive for the %s profile", o.Profile)
+	bad(o.Duration > 0, "-duration must be positive: every attack stops by itself")
+	bad(o.Connections > 0, "-connections must be positive")
+	bad(o.MaxWorkers > 0 && o.Workers > 0, "-workers and -max-workers must be positive")
+	for _, u := range []string{o.GatewayURL, o.AdminURL} {
+		if err := checkTarget(u, o.AllowRemote); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkTarget keeps attacks on loopback unless asked otherwise.
+func checkTarget(raw string, allowRemote bool) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("target %q: not a URL", raw)
+	}
+	if allowRemote {
+		return nil
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("target %q is not loopback; pass -allow-remote to attack it", raw)
+}

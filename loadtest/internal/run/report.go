@@ -1,0 +1,78 @@
+package run
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Summary is the one-line JSON a script reads from the end of stdout.
+func (r Report) Summary() map[string]any {
+	m := map[string]any{
+		"sale_id":         r.SaleID,
+		"requests":        r.Requests,
+		"rps":             int(r.RPS),
+		"sell_out_ms":     r.SellOutMs,
+		"persist_ms":      r.PersistMs,
+		"p50_ms":          r.Latency["all"].P50,
+		"p99_ms":          r.Latency["all"].P99,
+		"oversold":        r.Audit.Oversold,
+		"lost":            r.Audit.Lost,
+		"duplicates":      r.Audit.Duplicates,
+		"stock_conserved": r.Audit.StockConserved,
+		"audit_ok":        r.Audit.OK(),
+	}
+	for k, v := range r.Outcomes {
+		m[k] = v
+	}
+	return m
+}
+
+func writeHuman(w io.Writer, r Report) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n=== flash sale %d: %d requests in %.2fs (%.0f req/s)\n", r.SaleID, r.Requests, r.AttackSecs, r.RPS)
+	fmt.Fprintf(&b, "%-18s %9s %9s %9s %9s %9s\n", "outcome", "count", "p50 ms", "p90 ms", "p99 ms", "max ms")
+	keys := make([]string, 0, len(r.Outcomes))
+	for k := range r.Outcomes {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return r.Outcomes[keys[i]] > r.Outcomes[keys[j]] })
+	for _, k := range keys {
+		if r.Outcomes[k] == 0 {
+			continue
+		}
+		l := r.Latency[k]
+		fmt.Fprintf(&b, "%-18s %9d %9.2f %9.2f %9.2f %9.2f\n", k, r.Outcomes[k], l.P50, l.P90, l.P99, l.Max)
+	}
+	l := r.Latency["all"]
+	fmt.Fprintf(&b, "%-18s %9d %9.2f %9.2f %9.2f %9.2f\n", "all", r.Requests, l.P50, l.P90, l.P99, l.Max)
+	ms := func(v int64) string {
+		if v < 0 {
+			return "not reached"
+		}
+		return fmt.Sprintf("%d ms", v)
+	}
+	fmt.Fprintf(&b, "last unit sold:          %s after the first request\n", ms(r.SellOutMs))
+	fmt.Fprintf(&b, "all accepted persisted:  %s after the first request\n", ms(r.PersistMs))
+	fmt.Fprintf(&b, "polled orders:           %v\n", r.Polled)
+	verdict := "PASS"
+	if !r.Audit.OK() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(&b, "audit:                   %s (oversold=%d lost=%d duplicates=%d stock_conserved=%v unreleased_rejects=%d)\n",
+		verdict, r.Audit.Oversold, r.Audit.Lost, r.Audit.Duplicates, r.Audit.StockConserved, r.Audit.UnreleasedRejects)
+	for _, it := range r.Audit.Items {
+		fmt.Fprintf(&b, "  item %d: quantity=%d active=%d sold=%d rejected=%d redis_left=%d\n", it.ID, it.Quantity, it.Active, it.Sold, it.Rejected, it.RedisLeft)
+	}
+	for _, p := range r.Audit.Problems {
+		fmt.Fprintf(&b, "  problem: %s\n", p)
+	}
+	for k, f := range r.Files {
+		fmt.Fprintf(&b, "%-8s %s\n", k+":", f)
+	}
+	if f, ok := r.Files["results"]; ok {
+		fmt.Fprintf(&b, "read the raw results with: vegeta report %s   (vegeta plot %s > plot.html)\n", f, f)
+	}
+	fmt.Fprint(w, b.String())
+}

@@ -1,0 +1,148 @@
+// Package stackapi is the load test's client of the running stack: the order
+// service's admin API (create a sale, load its stock) and the gateway's
+// public API (sale info, order polling).
+package stackapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Client talks to one gateway and one order-service admin listener.
+type Client struct {
+	GatewayURL string
+	AdminURL   string
+	AdminToken string
+	HTTP       *http.Client
+}
+
+// NewSaleItem is an item of a sale to create.
+type NewSaleItem struct {
+	ProductID string `json:"productId"`
+	Name      string `json:"name"`
+	Price     string `json:"price"`
+	Quantity  int64  `json:"quantity"`
+}
+
+// NewSale is the admin API's create-sale request.
+type NewSale struct {
+	Name              string        `json:"name"`
+	StartsAt          time.Time     `json:"startsAt"`
+	EndsAt            time.Time     `json:"endsAt"`
+	PaymentTTLSeconds int64         `json:"paymentTtlSeconds"`
+	Items             []NewSaleItem `json:"items"`
+}
+
+// Sale is the admin API's answer.
+type Sale struct {
+	ID    int64 `json:"id"`
+	Items []struct {
+		ID       int64 `json:"id"`
+		Quantity int64 `json:"quantity"`
+	} `json:"items"`
+}
+
+// CreateSale creates a sale through the admin API.
+func (c *Client) CreateSale(ctx context.Context, s NewSale) (Sale, error) {
+	var out Sale
+	err := c.do(ctx, http.MethodPost, c.AdminURL+"/admin/sales", c.AdminToken, s, http.StatusCreated, &out)
+	if err != nil {
+		return Sale{}, fmt.Errorf("create sale: %w", err)
+	}
+	return out, nil
+}
+
+// LoadStock warms the sale's Redis stock up from PostgreSQL.
+func (c *Client) LoadStock(ctx context.Context, saleID int64) error {
+	if err := c.do(ctx, http.MethodPost, c.AdminURL+"/admin/sales/"+strconv.FormatInt(saleID, 10)+"/load-stock", c.AdminToken, nil, http.StatusOK, nil); err != nil {
+		return fmt.Errorf("load stock of sale %d: %w", saleID, err)
+	}
+	return nil
+}
+
+// SaleInfo is the gateway's sale page data.
+type SaleInfo struct {
+	ID           int64     `json:"id"`
+	State        string    `json:"state"`
+	StartsAt     time.Time `json:"startsAt"`
+	ServerTime   time.Time `json:"serverTime"`
+	PurchasePath string    `json:"purchasePath"`
+	Items        []struct {
+		ID        int64  `json:"id"`
+		StockLeft *int64 `json:"stockLeft"`
+	} `json:"items"`
+}
+
+// SaleInfo reads the sale from the gateway (404 until its catalog has it).
+func (c *Client) SaleInfo(ctx context.Context, saleID int64) (SaleInfo, error) {
+	var out SaleInfo
+	err := c.do(ctx, http.MethodGet, c.GatewayURL+"/api/flash-sales/"+strconv.FormatInt(saleID, 10), "", nil, http.StatusOK, &out)
+	return out, err
+}
+
+// Order is the polling endpoint's answer.
+type Order struct {
+	OrderID string `json:"orderId"`
+	Status  string `json:"status"`
+}
+
+// Order polls one order as its owner.
+func (c *Client) Order(ctx context.Context, token, orderID string) (Order, error) {
+	var out Order
+	err := c.do(ctx, http.MethodGet, c.GatewayURL+"/api/flash-sales/orders/"+orderID, token, nil, http.StatusOK, &out)
+	return out, err
+}
+
+// StatusError is a non-expected HTTP status.
+type StatusError struct {
+	Code int
+	Body string
+}
+
+func (e *StatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Code, e.Body) }
+
+func (c *Client) do(ctx context.Context, method, url, token string, in any, want int, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != want {
+		return &StatusError{Code: resp.StatusCode, Body: string(b)}
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("decode %s: %w", url, err)
+		}
+	}
+	return nil
+}
