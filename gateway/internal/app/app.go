@@ -23,7 +23,6 @@ import (
 	"flashsale/gateway/internal/publish"
 	"flashsale/gateway/internal/purchase"
 	"flashsale/pkg/auth"
-	"flashsale/pkg/stock"
 )
 
 // Gateway is a wired gateway, ready to Serve.
@@ -83,7 +82,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 	}
 	g.api = &httpapi.API{
 		Catalog:  g.catalog,
-		Buyer:    purchase.NewBuyer(stock.New(g.redis), g.producer, cfg.RedisTimeout, log),
+		Buyer:    purchase.NewBuyer(g.redis, g.producer, cfg.RedisTimeout, log),
 		Verifier: verifier,
 		Orders:   &fasthttp.HostClient{Addr: cfg.OrdersvcAddr, MaxConns: 512, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second},
 		Log:      log,

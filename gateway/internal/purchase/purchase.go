@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/rueidis"
 
+	"flashsale/pkg/accepted"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
 )
@@ -32,6 +34,7 @@ type Publisher interface {
 // Buyer runs purchases.
 type Buyer struct {
 	stock        *stock.Store
+	redis        rueidis.Client
 	pub          Publisher
 	redisTimeout time.Duration
 	log          *slog.Logger
@@ -39,8 +42,8 @@ type Buyer struct {
 }
 
 // NewBuyer wires a buyer.
-func NewBuyer(st *stock.Store, pub Publisher, redisTimeout time.Duration, log *slog.Logger) *Buyer {
-	return &Buyer{stock: st, pub: pub, redisTimeout: redisTimeout, log: log, now: time.Now}
+func NewBuyer(redis rueidis.Client, pub Publisher, redisTimeout time.Duration, log *slog.Logger) *Buyer {
+	return &Buyer{stock: stock.New(redis), redis: redis, pub: pub, redisTimeout: redisTimeout, log: log, now: time.Now}
 }
 
 // Buy reserves one unit of itemID for userID and publishes the order. It
@@ -77,6 +80,14 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID string) (u
 		b.release(ctx, saleID, itemID, userID, oid)
 		return uuid.Nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
+	// The order is accepted now, whatever follows. The record only lets
+	// polling say PROCESSING before the row exists; without it polling says
+	// 404 for that short while, so a failure here is logged, not returned.
+	rctx, cancel = context.WithTimeout(ctx, b.redisTimeout)
+	if err := accepted.Record(rctx, b.redis, oid, userID); err != nil {
+		b.log.Warn("accepted order not recorded for polling", "order", oid, "err", err)
+	}
+	cancel()
 	return orderID, nil
 }
 
