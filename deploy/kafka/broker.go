@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Session timeouts a group member may ask for. librdkafka (under
@@ -32,7 +33,6 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		kfake.ClusterID("flashsale-local"),
 		kfake.SeedTopics(int32(cfg.Partitions), seededTopics...),
 		kfake.DefaultNumPartitions(cfg.Partitions),
-		kfake.AllowAutoTopicCreation(),
 		kfake.GroupMinSessionTimeout(groupMinSessionTimeout),
 		kfake.GroupMaxSessionTimeout(groupMaxSessionTimeout),
 		kfake.WithLogger(kfakeLogger{log}),
@@ -42,6 +42,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if cfg.SyncWrites {
 			opts = append(opts, kfake.SyncWrites())
 		}
+	} else {
+		// Nothing to persist, so kfake's own auto-creation is fine.
+		opts = append(opts, kfake.AllowAutoTopicCreation())
 	}
 	cluster, err := kfake.NewCluster(opts...)
 	if err != nil {
@@ -63,6 +66,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if ensureErr != nil {
 		return errors.Join(ensureErr, closeCluster(cluster, cfg.ShutdownTimeout))
 	}
+	if cfg.DataDir != "" {
+		cluster.ControlKey(int16(kmsg.Metadata), durableAutoCreate(cluster, cfg.Partitions, log))
+	}
 
 	log.Info("broker listening",
 		"addr", cluster.ListenAddrs()[0],
@@ -78,6 +84,44 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("broker stopped")
 	return nil
+}
+
+// durableAutoCreate returns a kfake control function for Metadata requests
+// that creates the topics a client asks to auto-create through
+// Cluster.CreateTopic, then lets kfake answer as usual.
+//
+// Why: kfake's own auto-creation (AllowAutoTopicCreation, in its Metadata
+// handler) does not write topics.json; only a graceful Close does. After a
+// SIGKILL the topic was forgotten, its acknowledged records became
+// unreachable, and recreating it appended to the orphaned segment files.
+// CreateTopic writes topics.json before it returns, so the topic is durable
+// before the client can produce. With a data folder, kfake's own
+// auto-creation stays off, so a request that slips in before this control
+// is registered gets a retriable UNKNOWN_TOPIC_OR_PARTITION instead.
+//
+// The control function runs on its own goroutine while kfake's loop keeps
+// serving admin calls, so calling the Cluster from it does not deadlock.
+// It never handles the request, so kfake keeps it for every Metadata call.
+func durableAutoCreate(cluster *kfake.Cluster, partitions int, log *slog.Logger) func(kmsg.Request) (kmsg.Response, error, bool) {
+	return func(req kmsg.Request) (kmsg.Response, error, bool) {
+		mreq, ok := req.(*kmsg.MetadataRequest)
+		if !ok || !mreq.AllowAutoTopicCreation {
+			return nil, nil, false
+		}
+		for _, rt := range mreq.Topics {
+			if rt.Topic == nil || *rt.Topic == "" || cluster.TopicInfo(*rt.Topic) != nil {
+				continue
+			}
+			// A failure (invalid name, a concurrent create) falls
+			// through to kfake, which answers with the right error.
+			if err := cluster.CreateTopic(*rt.Topic, int32(partitions), nil); err != nil {
+				log.Debug("auto-create topic through kfake", "topic", *rt.Topic, "err", err)
+				continue
+			}
+			log.Info("topic auto-created", "topic", *rt.Topic, "partitions", partitions)
+		}
+		return nil, nil, false
+	}
 }
 
 // closeCluster runs kfake's Close, which writes the snapshot before it
@@ -96,8 +140,8 @@ func closeCluster(cluster *kfake.Cluster, timeout time.Duration) error {
 	}
 }
 
-// kfakeLogger forwards kfake's printf logs to slog. kfake logs every request
-// at its info level, so that maps to slog debug.
+// kfakeLogger forwards kfake's printf-style logs to slog. kfake logs little
+// (persistence trouble, unparsable requests), so levels map one to one.
 type kfakeLogger struct{ log *slog.Logger }
 
 func (l kfakeLogger) Logf(level kfake.LogLevel, format string, args ...any) {
@@ -108,9 +152,9 @@ func (l kfakeLogger) Logf(level kfake.LogLevel, format string, args ...any) {
 	case kfake.LogLevelWarn:
 		lvl = slog.LevelWarn
 	case kfake.LogLevelInfo:
-		lvl = slog.LevelDebug
+		lvl = slog.LevelInfo
 	default:
-		lvl = slog.LevelDebug - 4
+		lvl = slog.LevelDebug
 	}
 	ctx := context.Background()
 	if !l.log.Enabled(ctx, lvl) {

@@ -4,9 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"os/signal"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,43 +20,66 @@ import (
 
 // TestRestartKeepsRecordsAndOffsets produces and commits against one broker
 // run, restarts on the same data folder, and reads back what must survive:
-// the records and the group's committed offset.
+// every acknowledged record and the group's committed offset. The broker
+// stops either gracefully (run's context cancelled, as on SIGTERM) or by
+// SIGKILL of a child process, where only what was written before each ack
+// can survive.
 func TestRestartKeepsRecordsAndOffsets(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	dir := t.TempDir()
-	const group = "restart-test"
-
-	addr, stop := startBroker(ctx, t, dir)
-	produce(ctx, t, addr, "first")
-	if got := consumeGroup(ctx, t, addr, group, 1); got[0] != "first" {
-		t.Fatalf("first run consumed %q, want %q", got[0], "first")
+	tests := []struct {
+		name  string
+		topic string
+		kill  bool
+	}{
+		{name: "graceful stop, seeded topic", topic: ordersTopic},
+		{name: "graceful stop, auto-created topic", topic: "auto-created"},
+		{name: "SIGKILL, seeded topic", topic: ordersTopic, kill: true},
+		// kfake alone forgets topics it auto-created when killed; see
+		// durableAutoCreate.
+		{name: "SIGKILL, auto-created topic", topic: "auto-created", kill: true},
 	}
-	produce(ctx, t, addr, "second") // after the commit: the group must resume here
-	stop()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			dir := t.TempDir()
+			const group = "restart-test"
+			start := startBroker
+			if tt.kill {
+				start = startChildBroker
+			}
 
-	addr, _ = startBroker(ctx, t, dir) // stopped by its t.Cleanup, after the clients'
-	var out bytes.Buffer
-	if err := run(ctx, []string{"-probe", "-addr-port", portOf(t, addr)}, noEnv, &out); err != nil {
-		t.Fatalf("probe after restart: %v", err)
-	}
+			addr, stop := start(ctx, t, dir)
+			produce(ctx, t, addr, tt.topic, "first")
+			if got := consumeGroup(ctx, t, addr, tt.topic, group, 1); got[0] != "first" {
+				t.Fatalf("first run consumed %q, want %q", got[0], "first")
+			}
+			produce(ctx, t, addr, tt.topic, "second") // after the commit: the group must resume here
+			stop()
 
-	cl := newClient(t, addr, kgo.ConsumeTopics(ordersTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	var all []string
-	for len(all) < 2 {
-		fs := cl.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatalf("poll after restart (have %q): %v", all, err)
-		}
-		fs.EachRecord(func(r *kgo.Record) { all = append(all, string(r.Value)) })
-	}
-	cl.Close()
-	if strings.Join(all, ",") != "first,second" {
-		t.Errorf("records after restart = %q, want [first second]", all)
-	}
+			addr, _ = startBroker(ctx, t, dir) // stopped by its t.Cleanup, after the clients'
+			var out bytes.Buffer
+			if err := run(ctx, []string{"-probe", "-addr-port", portOf(t, addr)}, noEnv, &out); err != nil {
+				t.Fatalf("probe after restart: %v", err)
+			}
 
-	if got := consumeGroup(ctx, t, addr, group, 1); got[0] != "second" {
-		t.Errorf("group resumed at %q, want %q (committed offset lost)", got[0], "second")
+			cl := newClient(t, addr, kgo.ConsumeTopics(tt.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			var all []string
+			for len(all) < 2 {
+				fs := cl.PollFetches(ctx)
+				if err := fs.Err0(); err != nil {
+					t.Fatalf("poll after restart (have %q): %v", all, err)
+				}
+				fs.EachRecord(func(r *kgo.Record) { all = append(all, string(r.Value)) })
+			}
+			cl.Close()
+			if got := strings.Join(all, ","); got != "first,second" {
+				t.Errorf("records after restart = %s, want first,second", got)
+			}
+
+			if got := consumeGroup(ctx, t, addr, tt.topic, group, 1); got[0] != "second" {
+				t.Errorf("group resumed at %q, want %q (committed offset lost)", got[0], "second")
+			}
+		})
 	}
 }
 
@@ -166,6 +194,68 @@ func startBrokerArgs(ctx context.Context, t testing.TB, args []string) (string, 
 	return addr, stop
 }
 
+// childEnv carries the broker's arguments to a copy of the test binary that
+// runs the broker instead of the tests, so a test can SIGKILL it.
+const childEnv = "KAFKA_BROKER_TEST_CHILD_ARGS"
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(childEnv); args != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := run(ctx, strings.Split(args, "\n"), noEnv, os.Stdout)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child broker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// startChildBroker runs the broker in a child process on a free port with
+// its data in dir; stop kills it with SIGKILL, so nothing runs at shutdown.
+func startChildBroker(ctx context.Context, t *testing.T, dir string) (string, func()) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatalf("find test binary: %v", err)
+	}
+	cmd := exec.CommandContext(ctx, exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{"-addr-port", "0", "-data-dir", dir, "-partitions", "2"}, "\n"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatalf("child stdout: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start child broker: %v", err)
+	}
+	addr := ""
+	sc := bufio.NewScanner(out)
+	for addr == "" && sc.Scan() {
+		if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
+			addr = m[1]
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+
+	var stopped bool
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait() // "signal: killed" is the expected outcome
+	}
+	t.Cleanup(stop)
+	if addr == "" {
+		stop()
+		t.Fatal("child broker did not start")
+	}
+	return addr, stop
+}
+
 func portOf(t *testing.T, addr string) string {
 	t.Helper()
 	i := strings.LastIndexByte(addr, ':')
@@ -177,7 +267,10 @@ func portOf(t *testing.T, addr string) string {
 
 func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	// A fetch for the partitions assigned first long-polls up to
+	// FetchMaxWait before the rest join in (kgo's default is 5 s).
+	base := []kgo.Opt{kgo.SeedBrokers(addr), kgo.FetchMaxWait(200 * time.Millisecond)}
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("new client: %v", err)
 	}
@@ -186,11 +279,12 @@ func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 }
 
 // produce writes one record the way the gateway does: acks=all, idempotent
-// (both kgo defaults), and returns once the broker acknowledged it.
-func produce(ctx context.Context, t *testing.T, addr, value string) {
+// (both kgo defaults), and returns once the broker acknowledged it. Like
+// librdkafka's producer it lets the broker auto-create the topic.
+func produce(ctx context.Context, t *testing.T, addr, topic, value string) {
 	t.Helper()
-	cl := newClient(t, addr, kgo.RequiredAcks(kgo.AllISRAcks()))
-	rec := &kgo.Record{Topic: ordersTopic, Key: []byte("item-1"), Value: []byte(value)}
+	cl := newClient(t, addr, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.AllowAutoTopicCreation())
+	rec := &kgo.Record{Topic: topic, Key: []byte("item-1"), Value: []byte(value)}
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		t.Fatalf("produce %q: %v", value, err)
 	}
@@ -198,11 +292,11 @@ func produce(ctx context.Context, t *testing.T, addr, value string) {
 }
 
 // consumeGroup reads n records as a member of group, commits them and leaves.
-func consumeGroup(ctx context.Context, t *testing.T, addr, group string, n int) []string {
+func consumeGroup(ctx context.Context, t *testing.T, addr, topic, group string, n int) []string {
 	t.Helper()
 	cl := newClient(t, addr,
 		kgo.ConsumerGroup(group),
-		kgo.ConsumeTopics(ordersTopic),
+		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 	)

@@ -34,8 +34,7 @@ type Config struct {
 	Partitions int
 	// SyncWrites fsyncs every produced batch before it is acknowledged.
 	SyncWrites bool
-	// LogLevel is the slog level: debug, info, warn or error. kfake's
-	// per-request logs are emitted at debug.
+	// LogLevel is the slog level: debug, info, warn or error.
 	LogLevel slog.Level
 	// ShutdownTimeout bounds the graceful close that writes the snapshot.
 	ShutdownTimeout time.Duration
@@ -81,7 +80,7 @@ func loadConfig(args []string, getenv func(string) string, usage io.Writer) (Con
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory persisting records, topics and group offsets across restarts; empty keeps everything in memory")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the seeded topics and of auto-created topics")
 	fs.BoolVar(&cfg.SyncWrites, "sync-writes", cfg.SyncWrites, "fsync each produced batch before acknowledging it (survives power loss, not only a killed broker)")
-	logLevel := fs.String("log-level", strings.ToLower(cfg.LogLevel.String()), "log level: debug, info, warn, error (debug shows every request)")
+	logLevel := fs.String("log-level", strings.ToLower(cfg.LogLevel.String()), "log level: debug, info, warn, error")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "maximum time the graceful close may take")
 	fs.BoolVar(&cfg.Probe, "probe", cfg.Probe, "check that the broker on -addr-port answers metadata for the seeded topics, then exit")
 	fs.DurationVar(&cfg.ProbeTimeout, "probe-timeout", cfg.ProbeTimeout, "maximum time one -probe may take")

@@ -1,0 +1,542 @@
+#!/usr/bin/env bash
+# Local development stack of flashsale: Redis, PostgreSQL and a
+# Kafka-protocol broker (deploy/kafka, built on franz-go's kfake), each bound
+# to 127.0.0.1 with its data, log and pid files under one folder.
+#
+#   deploy/stack.sh up | down | status | wipe
+#   deploy/stack.sh start | stop | restart  redis | postgres | kafka
+#
+# Every command is idempotent. See deploy/README.md.
+set -euo pipefail
+
+usage() {
+	cat <<'EOF'
+usage: deploy/stack.sh COMMAND [SERVICE]
+
+  up                      install missing packages, start every service, wait until each answers
+  down                    stop every service gracefully
+  status                  show each service (exit 3 when one is not running)
+  start|stop|restart SVC  control one service: redis, postgres or kafka
+  wipe                    down, then delete the data folder
+
+environment (defaults in brackets):
+  FLASHSALE_STACK_DIR          data, logs and pid files [<repo>/.stack]
+  FLASHSALE_REDIS_PORT         [16379]
+  FLASHSALE_PG_PORT            [15432]
+  FLASHSALE_KAFKA_PORT         [19092]
+  FLASHSALE_KAFKA_PARTITIONS   partitions of seeded and auto-created topics [6]
+  FLASHSALE_KAFKA_SYNC_WRITES  1 fsyncs every produced batch before the ack, 0 relies on the page cache [1]
+  FLASHSALE_STACK_WAIT         seconds to wait for a service to answer [60]
+EOF
+}
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+STACK="${FLASHSALE_STACK_DIR:-$ROOT/.stack}"
+REDIS_PORT="${FLASHSALE_REDIS_PORT:-16379}"
+PG_PORT="${FLASHSALE_PG_PORT:-15432}"
+KAFKA_PORT="${FLASHSALE_KAFKA_PORT:-19092}"
+KAFKA_PARTITIONS="${FLASHSALE_KAFKA_PARTITIONS:-6}"
+KAFKA_SYNC_WRITES="${FLASHSALE_KAFKA_SYNC_WRITES:-1}"
+WAIT="${FLASHSALE_STACK_WAIT:-60}"
+HOST=127.0.0.1
+PG_USER=flashsale
+PG_DB=flashsale
+
+REDIS_DIR="$STACK/redis"
+REDIS_PID="$REDIS_DIR/redis.pid"
+REDIS_LOG="$REDIS_DIR/redis.log"
+KAFKA_DIR="$STACK/kafka"
+KAFKA_BIN="$STACK/bin/kafka-broker"
+KAFKA_PID="$KAFKA_DIR/kafka.pid"
+KAFKA_LOG="$KAFKA_DIR/kafka.log"
+# PG_BASE (data, socket, log) is resolved lazily by pg_resolve: it may have to
+# live outside $STACK when the postgres user cannot reach $STACK.
+PG_BASE=""
+
+die() {
+	echo "stack: error: $*" >&2
+	exit 1
+}
+note() { echo "stack: $*" >&2; }
+is_root() { [[ "$(id -u)" -eq 0 ]]; }
+
+# tail_log prints the end of a server log after a failure.
+tail_log() {
+	local log="$1"
+	if [[ -r "$log" ]]; then
+		echo "---- last lines of $log ----" >&2
+		tail -n 30 "$log" >&2 || true
+		echo "----" >&2
+	else
+		echo "(no log at $log)" >&2
+	fi
+}
+
+# port_open succeeds when something accepts TCP connections on 127.0.0.1:$1.
+port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
+
+# proc_running PID: the process exists and is not a zombie. A daemonized
+# server's parent is PID 1, which in a container may reap it only seconds
+# after it exited.
+proc_running() {
+	kill -0 "$1" 2>/dev/null || return 1
+	! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}
+
+# pid_alive PIDFILE NAME: the pid in PIDFILE runs and its command line
+# contains NAME, so a recycled pid is never mistaken for our server.
+pid_alive() {
+	local pidfile="$1" name="$2" pid
+	[[ -s "$pidfile" ]] || return 1
+	pid="$(<"$pidfile")"
+	[[ "$pid" =~ ^[0-9]+$ ]] || return 1
+	proc_running "$pid" || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$name"
+}
+
+# wait_gone PID SECONDS waits for a process to exit.
+wait_gone() {
+	local pid="$1" deadline=$((SECONDS + $2))
+	while proc_running "$pid"; do
+		((SECONDS < deadline)) || return 1
+		sleep 0.1
+	done
+}
+
+# ---------------------------------------------------------------- packages
+
+pg_bin_dir() {
+	# Newest installed PostgreSQL server, or nothing.
+	local initdb
+	initdb="$(printf '%s\n' /usr/lib/postgresql/*/bin/initdb | sort -V | tail -n 1)"
+	if [[ -x "$initdb" ]]; then dirname "$initdb"; fi
+}
+
+find_go() {
+	if command -v go >/dev/null 2>&1; then
+		command -v go
+	elif [[ -x /usr/local/go/bin/go ]]; then # sudo drops it from PATH
+		echo /usr/local/go/bin/go
+	fi
+}
+
+ensure_packages() {
+	local missing=()
+	if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+		missing+=(redis-server)
+	fi
+	[[ -n "$(pg_bin_dir)" ]] || missing+=(postgresql)
+	if ((${#missing[@]} > 0)); then
+		if ! is_root; then
+			die "missing packages; install them with: sudo apt-get install -y --no-install-recommends ${missing[*]}"
+		fi
+		command -v apt-get >/dev/null 2>&1 || die "missing packages (${missing[*]}) and no apt-get to install them"
+		local log="$STACK/apt.log"
+		mkdir -p "$STACK"
+		note "installing ${missing[*]} (apt-get, log in $log)"
+		apt-get update >"$log" 2>&1 || {
+			tail_log "$log"
+			die "apt-get update failed"
+		}
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >>"$log" 2>&1 || {
+			tail_log "$log"
+			die "apt-get install ${missing[*]} failed"
+		}
+		command -v redis-server >/dev/null 2>&1 || die "redis-server still missing after install"
+		[[ -n "$(pg_bin_dir)" ]] || die "PostgreSQL server binaries still missing after install"
+	fi
+	[[ -n "$(find_go)" ]] || die "go not found; install Go 1.26 or newer from https://go.dev/dl/ (it builds the Kafka broker)"
+	command -v gcc >/dev/null 2>&1 ||
+		die "gcc not found; install it with: sudo apt-get install -y gcc (confluent-kafka-go needs cgo)"
+}
+
+# ---------------------------------------------------------------- redis
+
+redis_running() { pid_alive "$REDIS_PID" redis-server; }
+
+redis_start() {
+	if redis_running; then return 0; fi
+	command -v redis-server >/dev/null 2>&1 || ensure_packages
+	if port_open "$REDIS_PORT"; then
+		die "port $REDIS_PORT is taken by a process that is not this stack's Redis (set FLASHSALE_REDIS_PORT)"
+	fi
+	mkdir -p "$REDIS_DIR"
+	rm -f "$REDIS_PID"
+	# No config file, so nothing from Debian's /etc/redis or its system
+	# instance on 6379 applies. No persistence on purpose: a restart loses
+	# every key, which the fault tests rely on.
+	redis-server --port "$REDIS_PORT" --bind "$HOST" --protected-mode no \
+		--save "" --appendonly no --maxmemory 0 \
+		--daemonize yes --pidfile "$REDIS_PID" --logfile "$REDIS_LOG" --dir "$REDIS_DIR" \
+		</dev/null >/dev/null 2>&1 9>&- || {
+		tail_log "$REDIS_LOG"
+		die "redis-server failed to start"
+	}
+	local deadline=$((SECONDS + WAIT))
+	until [[ "$(redis-cli -h "$HOST" -p "$REDIS_PORT" ping 2>/dev/null)" == PONG ]]; do
+		if ((SECONDS >= deadline)); then
+			tail_log "$REDIS_LOG"
+			die "redis did not answer PING on $HOST:$REDIS_PORT within ${WAIT}s"
+		fi
+		sleep 0.1
+	done
+}
+
+redis_stop() {
+	if ! redis_running; then
+		rm -f "$REDIS_PID"
+		return 0
+	fi
+	local pid
+	pid="$(<"$REDIS_PID")"
+	redis-cli -h "$HOST" -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
+	if ! wait_gone "$pid" 10; then
+		kill -TERM "$pid" 2>/dev/null || true
+		wait_gone "$pid" 10 || {
+			note "redis (pid $pid) ignored SHUTDOWN and SIGTERM; killing it"
+			kill -KILL "$pid" 2>/dev/null || true
+			wait_gone "$pid" 5 || die "redis (pid $pid) does not die"
+		}
+	fi
+	rm -f "$REDIS_PID"
+}
+
+redis_status() {
+	if redis_running && [[ "$(redis-cli -h "$HOST" -p "$REDIS_PORT" ping 2>/dev/null)" == PONG ]]; then
+		printf '%-9s running  %s:%s  pid %s  redis://%s:%s\n' redis "$HOST" "$REDIS_PORT" "$(<"$REDIS_PID")" "$HOST" "$REDIS_PORT"
+	else
+		printf '%-9s stopped  %s:%s\n' redis "$HOST" "$REDIS_PORT"
+		return 1
+	fi
+}
+
+# ---------------------------------------------------------------- postgres
+
+pg_fallback_base() {
+	# Keyed by the stack folder (which defaults to <repo>/.stack), so two
+	# stacks never share a cluster.
+	local h
+	h="$(printf '%s' "$STACK" | sha256sum | cut -c1-8)"
+	echo "/tmp/flashsale-pg-$(id -u)-$h"
+}
+
+# as_pg runs a PostgreSQL program as the postgres user when we are root
+# (the server refuses to run as root), from / so its cwd is reachable.
+as_pg() {
+	if is_root; then
+		(cd / && runuser -u postgres -- "$@")
+	else
+		"$@"
+	fi
+}
+
+# pg_resolve sets PG_BASE: the existing cluster if there is one, else (when
+# CREATE is "create") a new folder the server's user can reach.
+pg_resolve() {
+	local create="${1:-}" primary="$STACK/postgres" fallback
+	fallback="$(pg_fallback_base)"
+	if [[ -f "$primary/data/PG_VERSION" ]]; then
+		PG_BASE="$primary"
+	elif [[ -f "$fallback/data/PG_VERSION" ]]; then
+		PG_BASE="$fallback"
+	else
+		PG_BASE="$primary"
+		if [[ "$create" == create ]]; then
+			mkdir -p "$primary"
+			if is_root; then
+				chown postgres:postgres "$primary"
+				chmod 700 "$primary"
+				if ! as_pg test -x "$primary" -a -w "$primary"; then
+					rmdir "$primary" 2>/dev/null || true
+					PG_BASE="$fallback"
+					note "postgres user cannot reach $primary; PostgreSQL data goes to $PG_BASE instead"
+					mkdir -p "$PG_BASE"
+					chown postgres:postgres "$PG_BASE"
+					chmod 700 "$PG_BASE"
+				fi
+			fi
+		fi
+	fi
+	PG_DATA="$PG_BASE/data"
+	PG_SOCK="$PG_BASE/sock"
+	PG_LOG="$PG_BASE/postgres.log"
+	if ((${#PG_SOCK} > 100)); then
+		die "unix socket folder $PG_SOCK is too long for PostgreSQL (max ~100 chars); set FLASHSALE_STACK_DIR to a shorter path"
+	fi
+}
+
+# pg_bin picks the binaries matching an existing cluster, else the newest.
+pg_bin() {
+	local ver bin
+	if [[ -f "$PG_DATA/PG_VERSION" ]]; then
+		ver="$(<"$PG_DATA/PG_VERSION")"
+		bin="/usr/lib/postgresql/$ver/bin"
+		[[ -x "$bin/postgres" ]] ||
+			die "cluster in $PG_DATA is PostgreSQL $ver but $bin is not installed; install postgresql-$ver or run: deploy/stack.sh wipe"
+		echo "$bin"
+		return 0
+	fi
+	bin="$(pg_bin_dir)"
+	[[ -n "$bin" ]] || die "no PostgreSQL server binaries under /usr/lib/postgresql (run: deploy/stack.sh up)"
+	echo "$bin"
+}
+
+pg_running() {
+	pg_resolve
+	[[ -f "$PG_DATA/PG_VERSION" ]] || return 1
+	as_pg "$(pg_bin)/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1
+}
+
+pg_start() {
+	local bin
+	if pg_running; then
+		pg_ensure_db
+		return 0
+	fi
+	[[ -n "$(pg_bin_dir)" ]] || ensure_packages
+	pg_resolve create
+	bin="$(pg_bin)"
+	if port_open "$PG_PORT"; then
+		die "port $PG_PORT is taken by a process that is not this stack's PostgreSQL (set FLASHSALE_PG_PORT)"
+	fi
+	if [[ ! -f "$PG_DATA/PG_VERSION" ]]; then
+		note "initializing PostgreSQL cluster in $PG_DATA"
+		as_pg "$bin/initdb" -D "$PG_DATA" -U "$PG_USER" -A trust --encoding=UTF8 --locale=C >"$STACK/initdb.log" 2>&1 || {
+			tail_log "$STACK/initdb.log"
+			die "initdb failed"
+		}
+	fi
+	if is_root; then
+		install -d -o postgres -g postgres -m 700 "$PG_SOCK"
+		[[ -e "$PG_LOG" ]] || install -o postgres -g postgres -m 600 /dev/null "$PG_LOG"
+	else
+		mkdir -p "$PG_SOCK"
+	fi
+	# Settings go on the command line so a changed port applies to an
+	# existing cluster too. fsync stays on: durability claims are tested.
+	# pg_ctl -w waits until the server accepts connections and notices
+	# when it dies during startup.
+	as_pg "$bin/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$WAIT" -s start -o "$(printf '%s ' \
+		-p "$PG_PORT" \
+		-c listen_addresses="$HOST" \
+		-c unix_socket_directories="$PG_SOCK" \
+		-c max_connections=200 \
+		-c shared_buffers=256MB \
+		-c fsync=on)" </dev/null >/dev/null 2>&1 9>&- || {
+		tail_log "$PG_LOG"
+		die "postgres did not start on $HOST:$PG_PORT within ${WAIT}s"
+	}
+	local deadline=$((SECONDS + WAIT))
+	until "$bin/pg_isready" -q -h "$HOST" -p "$PG_PORT"; do
+		if ((SECONDS >= deadline)); then
+			tail_log "$PG_LOG"
+			die "postgres started but does not answer on $HOST:$PG_PORT"
+		fi
+		sleep 0.2
+	done
+	pg_ensure_db
+}
+
+pg_psql() {
+	"$(pg_bin)/psql" -X -q -v ON_ERROR_STOP=1 -h "$HOST" -p "$PG_PORT" -U "$PG_USER" "$@"
+}
+
+pg_ensure_db() {
+	local exists
+	exists="$(pg_psql -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$PG_DB'")" ||
+		die "cannot query PostgreSQL on $HOST:$PG_PORT as $PG_USER"
+	if [[ "$exists" != 1 ]]; then
+		pg_psql -d postgres -c "CREATE DATABASE $PG_DB" >/dev/null || die "create database $PG_DB failed"
+	fi
+}
+
+pg_stop() {
+	if ! pg_running; then return 0; fi
+	# fast: disconnect clients and shut down with a checkpoint; smart would
+	# wait forever for connection pools to go away.
+	as_pg "$(pg_bin)/pg_ctl" -D "$PG_DATA" -m fast -w -t "$WAIT" -s stop >/dev/null || {
+		tail_log "$PG_LOG"
+		die "pg_ctl stop failed"
+	}
+}
+
+pg_status() {
+	if pg_running && "$(pg_bin)/pg_isready" -q -h "$HOST" -p "$PG_PORT"; then
+		printf '%-9s running  %s:%s  data %s  postgres://%s@%s:%s/%s?sslmode=disable\n' \
+			postgres "$HOST" "$PG_PORT" "$PG_DATA" "$PG_USER" "$HOST" "$PG_PORT" "$PG_DB"
+	else
+		printf '%-9s stopped  %s:%s\n' postgres "$HOST" "$PG_PORT"
+		return 1
+	fi
+}
+
+# ---------------------------------------------------------------- kafka
+
+kafka_running() { pid_alive "$KAFKA_PID" kafka-broker; }
+
+kafka_probe() { "$KAFKA_BIN" -probe -addr-port "$KAFKA_PORT" -probe-timeout 1s >/dev/null 2>&1; }
+
+kafka_build() {
+	local go
+	go="$(find_go)"
+	[[ -n "$go" ]] || ensure_packages
+	mkdir -p "$STACK/bin"
+	if ! (cd "$ROOT" && "$go" build -o "$KAFKA_BIN" ./deploy/kafka) >"$STACK/kafka-build.log" 2>&1; then
+		tail_log "$STACK/kafka-build.log"
+		# A workspace being edited must not keep fault tests from
+		# restarting the broker they already have.
+		[[ -x "$KAFKA_BIN" ]] || die "go build ./deploy/kafka failed"
+		note "go build ./deploy/kafka failed; starting the previously built $KAFKA_BIN"
+	fi
+}
+
+kafka_start() {
+	if kafka_running; then return 0; fi
+	kafka_build
+	if port_open "$KAFKA_PORT"; then
+		die "port $KAFKA_PORT is taken by a process that is not this stack's Kafka broker (set FLASHSALE_KAFKA_PORT)"
+	fi
+	local sync=true
+	if [[ "$KAFKA_SYNC_WRITES" == 0 || "$KAFKA_SYNC_WRITES" == false ]]; then
+		sync=false
+	fi
+	mkdir -p "$KAFKA_DIR/data"
+	rm -f "$KAFKA_PID"
+	# setsid: the broker leaves our session, so a Ctrl-C aimed at whatever
+	# ran this script does not reach it. It execs in place (we are not a
+	# group leader), so $! is the broker's own pid.
+	setsid nohup "$KAFKA_BIN" -addr-port "$KAFKA_PORT" -data-dir "$KAFKA_DIR/data" \
+		-partitions "$KAFKA_PARTITIONS" -sync-writes="$sync" \
+		</dev/null >>"$KAFKA_LOG" 2>&1 9>&- &
+	echo $! >"$KAFKA_PID"
+	local deadline=$((SECONDS + WAIT))
+	until kafka_probe; do
+		if ! kafka_running; then
+			tail_log "$KAFKA_LOG"
+			die "kafka broker exited during startup"
+		fi
+		if ((SECONDS >= deadline)); then
+			tail_log "$KAFKA_LOG"
+			die "kafka broker did not answer metadata on $HOST:$KAFKA_PORT within ${WAIT}s"
+		fi
+		sleep 0.2
+	done
+}
+
+kafka_stop() {
+	if ! kafka_running; then
+		rm -f "$KAFKA_PID"
+		return 0
+	fi
+	local pid
+	pid="$(<"$KAFKA_PID")"
+	# SIGTERM: the broker closes kfake, which writes its snapshot, group
+	# offsets and producer state. Records were already on disk when acked.
+	kill -TERM "$pid" 2>/dev/null || true
+	if ! wait_gone "$pid" 40; then
+		note "kafka broker (pid $pid) did not exit 40s after SIGTERM; killing it (acked records are on disk, the next start replays the log)"
+		kill -KILL "$pid" 2>/dev/null || true
+		wait_gone "$pid" 5 || die "kafka broker (pid $pid) does not die"
+	fi
+	rm -f "$KAFKA_PID"
+}
+
+kafka_status() {
+	if kafka_running && [[ -x "$KAFKA_BIN" ]] && kafka_probe; then
+		printf '%-9s running  %s:%s  pid %s  bootstrap.servers=%s:%s\n' kafka "$HOST" "$KAFKA_PORT" "$(<"$KAFKA_PID")" "$HOST" "$KAFKA_PORT"
+	else
+		printf '%-9s stopped  %s:%s\n' kafka "$HOST" "$KAFKA_PORT"
+		return 1
+	fi
+}
+
+# ---------------------------------------------------------------- commands
+
+SERVICES=(redis postgres kafka)
+
+service_do() { # ACTION SERVICE
+	case "$2" in
+	redis) "redis_$1" ;;
+	postgres | pg) "pg_$1" ;;
+	kafka) "kafka_$1" ;;
+	*) die "unknown service '$2' (redis, postgres or kafka)" ;;
+	esac
+}
+
+status_all() {
+	local rc=0 s
+	for s in "${SERVICES[@]}"; do service_do status "$s" || rc=3; done
+	return "$rc"
+}
+
+lock() {
+	# One stack command at a time per folder: two concurrent "up"s would
+	# race on initdb and pid files. Servers started below must not inherit
+	# fd 9 (see the 9>&- on each), or they would hold the lock forever.
+	mkdir -p "$STACK"
+	exec 9>"$STACK/.lock"
+	flock -w "$((WAIT * 3))" 9 || die "another deploy/stack.sh holds $STACK/.lock"
+}
+
+main() {
+	local cmd="${1:-}" svc="${2:-}"
+	case "$cmd" in
+	up)
+		lock
+		if redis_running && pg_running && kafka_running && kafka_probe; then
+			pg_ensure_db
+		else
+			ensure_packages
+			redis_start
+			pg_start
+			kafka_start
+		fi
+		status_all
+		;;
+	down)
+		[[ -d "$STACK" ]] || return 0
+		lock
+		kafka_stop
+		redis_stop
+		pg_stop
+		;;
+	status)
+		status_all
+		;;
+	start | stop)
+		[[ -n "$svc" ]] || die "usage: deploy/stack.sh $cmd redis|postgres|kafka"
+		lock
+		service_do "$cmd" "$svc"
+		[[ "$cmd" == stop ]] || service_do status "$svc"
+		;;
+	restart)
+		[[ -n "$svc" ]] || die "usage: deploy/stack.sh restart redis|postgres|kafka"
+		lock
+		service_do stop "$svc"
+		service_do start "$svc"
+		service_do status "$svc"
+		;;
+	wipe)
+		local fallback
+		fallback="$(pg_fallback_base)"
+		if [[ -d "$STACK" ]]; then
+			lock
+			kafka_stop
+			redis_stop
+			pg_stop
+			rm -rf "$STACK"
+		fi
+		rm -rf "$fallback"
+		note "wiped $STACK"
+		;;
+	-h | --help | help)
+		usage
+		;;
+	*)
+		usage >&2
+		exit 2
+		;;
+	esac
+}
+
+main "$@"
