@@ -126,6 +126,8 @@ ensure_packages() {
 		missing+=(redis-server)
 	fi
 	[[ -n "$(pg_bin_dir)" ]] || missing+=(postgresql)
+	# curl: readiness checks of the services in demo.sh
+	command -v curl >/dev/null 2>&1 || missing+=(curl)
 	if ((${#missing[@]} > 0)); then
 		if ! is_root; then
 			die "missing packages; install them with: sudo apt-get install -y --no-install-recommends ${missing[*]}"
