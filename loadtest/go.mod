@@ -13,7 +13,6 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/redis/rueidis v1.0.80
 	github.com/tsenart/vegeta/v12 v12.13.0
-	golang.org/x/sync v0.25.0
 )
 
 require (
@@ -39,6 +38,7 @@ require (
 	github.com/tsenart/go-tsz v0.0.0-20180814235614-0bd30b3df1c3 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"flashsale/loadtest/internal/crowd"
+	"flashsale/pkg/crowd"
 	"flashsale/loadtest/internal/stackapi"
 )
 

@@ -20,8 +20,8 @@ import (
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
 	"flashsale/loadtest/internal/audit"
-	"flashsale/loadtest/internal/crowd"
-	"flashsale/loadtest/internal/outcome"
+	"flashsale/pkg/crowd"
+	"flashsale/pkg/outcome"
 	"flashsale/loadtest/internal/stackapi"
 	"flashsale/pkg/stock"
 )
