@@ -19,3 +19,18 @@ var Release string
 //
 //go:embed load.lua
 var Load string
+
+// QueueJoin gives a user a place in a sale's virtual queue.
+//
+//go:embed queue_join.lua
+var QueueJoin string
+
+// QueueStatus tells where a ticket stands and keeps it alive.
+//
+//go:embed queue_status.lua
+var QueueStatus string
+
+// QueueAdvance admits shoppers at the operator's rate.
+//
+//go:embed queue_advance.lua
+var QueueAdvance string

@@ -1,16 +1,21 @@
 -- reserve.lua: take one unit of an item for a user, atomically.
 -- KEYS[1] stock left of the item   ({fs:<sale>}:stock:<item>)
 -- KEYS[2] active holders of the sale, a hash user -> order id ({fs:<sale>}:holders)
--- ARGV[1] user id, ARGV[2] order id
+-- KEYS[3] admission token ids already spent ({fs:<sale>}:q:used)
+-- ARGV[1] user id, ARGV[2] order id, ARGV[3] admission token id ("" when none)
 -- Returns the stock left after the reservation (>= 0), or
 --   -1 sold out, -2 the user already holds a unit in this sale,
 --   -3 stock not loaded (a missing key is never read as 0: that would end
---      the sale silently after a Redis restart).
+--      the sale silently after a Redis restart),
+--   -4 the admission token was already spent on a purchase.
 -- The duplicate check runs before the decrement, and the comparison is
 -- "stock <= 0", so the last unit is sold and never one more.
 local stock = redis.call('GET', KEYS[1])
 if not stock then
   return -3
+end
+if ARGV[3] ~= '' and redis.call('SISMEMBER', KEYS[3], ARGV[3]) == 1 then
+  return -4
 end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then
   return -2

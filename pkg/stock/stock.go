@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -24,6 +25,8 @@ var (
 	// ErrNotLoaded: the stock key is missing (never loaded, or Redis lost it).
 	// It is never read as zero: the caller answers 503 and an operator reloads.
 	ErrNotLoaded = errors.New("stock: not loaded")
+	// ErrTokenSpent: the admission token already bought something.
+	ErrTokenSpent = errors.New("stock: admission token already spent")
 )
 
 // ReturnedChannel is the pub/sub channel on which every stock return is
@@ -61,14 +64,24 @@ func StockKey(saleID, itemID int64) string {
 // HoldersKey is the hash of users holding an active unit in a sale (user -> order id).
 func HoldersKey(saleID int64) string { return saleTag(saleID) + ":holders" }
 
+// SpentTokensKey is the set of admission token ids that bought a unit.
+func SpentTokensKey(saleID int64) string { return saleTag(saleID) + ":q:used" }
+
 // Reserve takes one unit of itemID for userID under orderID. It returns the
 // units left after the reservation, or ErrSoldOut, ErrAlreadyPurchased,
 // ErrNotLoaded, or a Redis error. On a Redis error the outcome is unknown:
 // the caller releases by order id, which is harmless if nothing was taken.
 func (s *Store) Reserve(ctx context.Context, saleID, itemID int64, userID, orderID string) (int64, error) {
+	return s.ReserveAdmitted(ctx, saleID, itemID, userID, orderID, "")
+}
+
+// ReserveAdmitted is Reserve for a shopper admitted by the virtual queue:
+// it also refuses an admission token that already bought a unit
+// (ErrTokenSpent). tokenID "" means no token.
+func (s *Store) ReserveAdmitted(ctx context.Context, saleID, itemID int64, userID, orderID, tokenID string) (int64, error) {
 	n, err := s.reserve.Exec(ctx, s.client,
-		[]string{StockKey(saleID, itemID), HoldersKey(saleID)},
-		[]string{userID, orderID}).AsInt64()
+		[]string{StockKey(saleID, itemID), HoldersKey(saleID), SpentTokensKey(saleID)},
+		[]string{userID, orderID, tokenID}).AsInt64()
 	if err != nil {
 		return 0, fmt.Errorf("reserve sale %d item %d: %w", saleID, itemID, err)
 	}
@@ -81,9 +94,25 @@ func (s *Store) Reserve(ctx context.Context, saleID, itemID int64, userID, order
 		return 0, ErrAlreadyPurchased
 	case n == -3:
 		return 0, ErrNotLoaded
+	case n == -4:
+		return 0, ErrTokenSpent
 	default:
 		return 0, fmt.Errorf("reserve sale %d item %d: unexpected script answer %d", saleID, itemID, n)
 	}
+}
+
+// SpendToken marks an admission token as used by an accepted purchase, so it
+// cannot admit another one. The set lives as long as a sale may.
+func (s *Store) SpendToken(ctx context.Context, saleID int64, tokenID string) error {
+	key := SpentTokensKey(saleID)
+	for _, r := range s.client.DoMulti(ctx,
+		s.client.B().Sadd().Key(key).Member(tokenID).Build(),
+		s.client.B().Expire().Key(key).Seconds(int64((7 * 24 * time.Hour).Seconds())).Build()) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("spend admission token %s: %w", tokenID, err)
+		}
+	}
+	return nil
 }
 
 // Release gives back the unit that orderID holds. It reports whether a unit

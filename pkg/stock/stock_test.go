@@ -209,3 +209,33 @@ func BenchmarkReserveSoldOut(b *testing.B) {
 		}
 	})
 }
+
+func TestSpentAdmissionTokenIsRefused(t *testing.T) {
+	_, st, sale := newSale(t)
+	ctx := testenv.Context(t)
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 5}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o1", "tok-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SpendToken(ctx, sale, "tok-1"); err != nil {
+		t.Fatal(err)
+	}
+	// u1's order is cancelled and the unit returned; the spent token still
+	// cannot buy again.
+	if ok, err := st.Release(ctx, sale, 1, "u1", "o1"); !ok || err != nil {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o2", "tok-1"); !errors.Is(err, stock.ErrTokenSpent) {
+		t.Fatalf("replayed token: %v, want ErrTokenSpent", err)
+	}
+	if left, _ := st.Left(ctx, sale, 1); left != 5 {
+		t.Fatalf("stock left %d after a refused replay, want 5", left)
+	}
+	t.Cleanup(func() {
+		c, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+		defer c.Close()
+		c.Do(context.Background(), c.B().Del().Key(stock.SpentTokensKey(sale)).Build())
+	})
+}
