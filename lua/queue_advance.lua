@@ -6,7 +6,7 @@
 -- ARGV[3] grace (ms) after the last poll before a place is given up,
 -- ARGV[4] "1" when the sale is sold out (admission stops),
 -- ARGV[5] most places to look at in one call.
--- Returns {admitted, rate}.
+-- Returns {admitted, rate as text}.
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local opens = tonumber(ARGV[1])
@@ -14,7 +14,7 @@ local st = redis.call('HMGET', KEYS[7], 'admitted', 'last', 'rate', 'budget')
 local admitted = tonumber(st[1] or '0')
 local rate = tonumber(st[3] or ARGV[2])
 if now < opens then
-  return {admitted, rate}
+  return {admitted, tostring(rate)}
 end
 local last = tonumber(st[2] or ARGV[1])
 local budget = tonumber(st[4] or '0')
@@ -48,4 +48,4 @@ while budget >= 1 and admitted < size and steps < tonumber(ARGV[5]) do
   steps = steps + 1
 end
 redis.call('HSET', KEYS[7], 'admitted', admitted, 'last', now, 'budget', budget)
-return {admitted, rate}
+return {admitted, tostring(rate)}

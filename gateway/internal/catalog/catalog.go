@@ -78,6 +78,15 @@ type Sale struct {
 	Items    []*Item // ordered by id
 	byID     map[int64]*Item
 	gate     string
+	Queue    QueueSettings
+}
+
+// QueueSettings are a sale's admission settings.
+type QueueSettings struct {
+	Enabled       bool    // a queue admission token is needed to buy
+	Draw          bool    // early joiners are drawn at random at the opening
+	AdmissionRate float64 // per second, the starting value; operators change it live
+	PowDifficulty int     // leading zero bits asked to join; 0 = none
 }
 
 // Item returns the sale's item with that id.
@@ -156,6 +165,7 @@ var ErrNoCatalog = errors.New("catalog: not loaded")
 func (c *Catalog) Refresh(ctx context.Context) error {
 	rows, err := c.pool.Query(ctx, `
 		SELECT s.id, s.name, s.starts_at, s.ends_at,
+		       s.queue_enabled, s.queue_draw, s.admission_rate, s.pow_difficulty,
 		       i.id, i.product_id, i.name, i.price::text, i.quantity
 		FROM flash_sale s JOIN flash_sale_item i ON i.sale_id = s.id
 		WHERE s.ends_at > now() - interval '1 day'
@@ -171,14 +181,17 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 			sale Sale
 			it   Item
 		)
+		var rateInt int
 		if err := rows.Scan(&sale.ID, &sale.Name, &sale.StartsAt, &sale.EndsAt,
+			&sale.Queue.Enabled, &sale.Queue.Draw, &rateInt, &sale.Queue.PowDifficulty,
 			&it.ID, &it.ProductID, &it.Name, &it.Price, &it.Quantity); err != nil {
 			return fmt.Errorf("scan catalog: %w", err)
 		}
 		s, ok := next[sale.ID]
 		if !ok {
 			s = &Sale{ID: sale.ID, Name: sale.Name, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt,
-				byID: map[int64]*Item{}, gate: Gate(c.gateKey, sale.ID)}
+				byID: map[int64]*Item{}, gate: Gate(c.gateKey, sale.ID), Queue: sale.Queue}
+			s.Queue.AdmissionRate = float64(rateInt)
 			next[sale.ID] = s
 		}
 		item := &Item{ID: it.ID, SaleID: sale.ID, ProductID: it.ProductID, Name: it.Name, Price: it.Price, Quantity: it.Quantity}

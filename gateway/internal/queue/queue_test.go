@@ -1,0 +1,203 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"flashsale/pkg/testenv"
+)
+
+var seq atomic.Int64
+
+func newQueue(t *testing.T, grace time.Duration) (*Queue, int64) {
+	t.Helper()
+	testenv.Require(t, testenv.RedisAddr())
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sale := 7_000_000_000 + time.Now().UnixNano()%1_000_000_000*10 + seq.Add(1)
+	t.Cleanup(func() {
+		for _, k := range []string{"pre", "post", "users", "tix", "seen", "dead", "seq", "adm"} {
+			c.Do(context.Background(), c.B().Del().Key(key(sale, k)).Build())
+		}
+		c.Close()
+	})
+	return New(c, grace), sale
+}
+
+func TestJoinIsIdempotentPerUser(t *testing.T) {
+	q, sale := newQueue(t, time.Minute)
+	ctx := testenv.Context(t)
+	open := time.Now().Add(-time.Second)
+	a, err := q.Join(ctx, sale, open, true, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := q.Join(ctx, sale, open, true, "alice")
+	b, _ := q.Join(ctx, sale, open, true, "bob")
+	if a != again || a == b {
+		t.Fatalf("tickets alice=%s again=%s bob=%s: want alice's twice and bob's distinct", a, again, b)
+	}
+	st, err := q.Status(ctx, sale, open, b)
+	if err != nil || st.Position != 2 || st.UserID != "bob" || st.Size != 2 {
+		t.Fatalf("bob's status = %+v, %v; want position 2 of 2", st, err)
+	}
+	if _, err := q.Status(ctx, sale, open, "nope"); !errors.Is(err, ErrUnknownTicket) {
+		t.Fatalf("unknown ticket: %v", err)
+	}
+}
+
+// Early joiners are drawn at random at the opening; later ones are FIFO.
+func TestPreQueueDrawThenFIFO(t *testing.T) {
+	q, sale := newQueue(t, time.Minute)
+	ctx := testenv.Context(t)
+	open := time.Now().Add(400 * time.Millisecond)
+	const early = 40
+	var tickets []string
+	for i := range early {
+		tk, err := q.Join(ctx, sale, open, true, fmt.Sprintf("early-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tickets = append(tickets, tk)
+	}
+	if st, _ := q.Status(ctx, sale, open, tickets[0]); st.Position != 0 {
+		t.Fatalf("position before the draw = %d, want 0 (not drawn yet)", st.Position)
+	}
+	time.Sleep(time.Until(open) + 50*time.Millisecond)
+	var positions []int64
+	for _, tk := range tickets {
+		st, err := q.Status(ctx, sale, open, tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		positions = append(positions, st.Position)
+	}
+	sorted := slices.Clone(positions)
+	slices.Sort(sorted)
+	for i, p := range sorted {
+		if p != int64(i+1) {
+			t.Fatalf("early positions %v are not a permutation of 1..%d", positions, early)
+		}
+	}
+	if slices.IsSorted(positions) {
+		t.Fatalf("early positions follow arrival order %v: no draw happened", positions)
+	}
+	late, _ := q.Join(ctx, sale, open, true, "late-1")
+	later, _ := q.Join(ctx, sale, open, true, "late-2")
+	s1, _ := q.Status(ctx, sale, open, late)
+	s2, _ := q.Status(ctx, sale, open, later)
+	if s1.Position != early+1 || s2.Position != early+2 {
+		t.Fatalf("late joiners at %d and %d, want %d and %d (FIFO after the draw)", s1.Position, s2.Position, early+1, early+2)
+	}
+}
+
+// Several gateways advancing at once do not admit faster than the rate.
+func TestAdvanceRateIsSharedAcrossGateways(t *testing.T) {
+	q, sale := newQueue(t, time.Minute)
+	ctx := testenv.Context(t)
+	open := time.Now().Add(-10 * time.Millisecond)
+	for i := range 200 {
+		if _, err := q.Join(ctx, sale, open, false, fmt.Sprintf("u%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const rate = 20.0
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 4 { // four gateways
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(start) < 500*time.Millisecond {
+				if _, _, err := q.Advance(ctx, sale, open, rate, false); err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	admitted, _, _ := q.Advance(ctx, sale, open, rate, false)
+	bound := int64(rate*time.Since(open).Seconds()) + int64(rate) + 1 // plus the one-second budget cap
+	if admitted < 1 || admitted > bound {
+		t.Fatalf("admitted %d in %v at %v/s from 4 gateways, want 1..%d", admitted, time.Since(open), rate, bound)
+	}
+	if err := q.SetRate(ctx, sale, 0); err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := q.Advance(ctx, sale, open, rate, false) // spends what was saved up
+	time.Sleep(200 * time.Millisecond)
+	again, r, _ := q.Advance(ctx, sale, open, rate, false)
+	if r != 0 || again != first {
+		t.Fatalf("after an operator set rate 0: rate %v, admitted %d then %d; want rate 0 and no more admissions", r, first, again)
+	}
+}
+
+// An abandoned place is skipped without using the admission budget, and
+// its holder learns it lost the place and may join again at the end.
+func TestAbandonedPlaceIsSkipped(t *testing.T) {
+	q, sale := newQueue(t, 150*time.Millisecond)
+	ctx := testenv.Context(t)
+	open := time.Now().Add(-time.Second)
+	gone, _ := q.Join(ctx, sale, open, false, "gone")
+	live, _ := q.Join(ctx, sale, open, false, "live")
+	time.Sleep(250 * time.Millisecond)
+	if _, err := q.Status(ctx, sale, open, live); err != nil { // live polls, gone does not
+		t.Fatal(err)
+	}
+	if err := q.SetRate(ctx, sale, 1); err != nil {
+		t.Fatal(err)
+	}
+	var admitted int64
+	for range 30 { // up to ~1.5 s for one unit of budget at 1/s
+		admitted, _, _ = q.Advance(ctx, sale, open, 1, false)
+		st, err := q.Status(ctx, sale, open, live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.IsAdmitted() {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st, _ := q.Status(ctx, sale, open, live)
+	if !st.IsAdmitted() || admitted != 2 {
+		t.Fatalf("live shopper %+v, admitted %d: want live admitted after gone was skipped", st, admitted)
+	}
+	if _, err := q.Status(ctx, sale, open, gone); !errors.Is(err, ErrTicketExpired) {
+		t.Fatalf("abandoned ticket: %v, want ErrTicketExpired", err)
+	}
+	again, _ := q.Join(ctx, sale, open, false, "gone")
+	if again == gone {
+		t.Fatal("rejoining returned the lost ticket")
+	}
+	if st, _ := q.Status(ctx, sale, open, again); st.Position != 3 {
+		t.Fatalf("rejoined at position %d, want 3 (the end)", st.Position)
+	}
+}
+
+func TestSoldOutStopsAdmission(t *testing.T) {
+	q, sale := newQueue(t, time.Minute)
+	ctx := testenv.Context(t)
+	open := time.Now().Add(-time.Second)
+	for i := range 10 {
+		q.Join(ctx, sale, open, false, fmt.Sprintf("u%d", i))
+	}
+	for range 5 {
+		if n, _, _ := q.Advance(ctx, sale, open, 1000, true); n != 0 {
+			t.Fatalf("admitted %d while sold out", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
