@@ -45,7 +45,9 @@ echo "demo: starting ordersvc and gateway (logs in $stack/logs)"
 "$bin/ordersvc" serve >"$stack/logs/ordersvc.log" 2>&1 &
 pids+=($!)
 wait_ready ordersvc "http://127.0.0.1:8091/readyz" "$stack/logs/ordersvc.log"
-FLASHSALE_CATALOG_REFRESH=200ms "$bin/gateway" >"$stack/logs/gateway.log" 2>&1 &
+# The load generator plays the load balancer: it reports each shopper's
+# address in X-Forwarded-For, which the gateway believes only from loopback.
+FLASHSALE_CATALOG_REFRESH=200ms FLASHSALE_TRUSTED_PROXIES=127.0.0.1/32 "$bin/gateway" >"$stack/logs/gateway.log" 2>&1 &
 pids+=($!)
 wait_ready gateway "http://127.0.0.1:8081/readyz" "$stack/logs/gateway.log"
 

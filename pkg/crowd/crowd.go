@@ -80,9 +80,17 @@ func (c *Crowd) Targeter(baseURL, purchasePath string, items []int64) vegeta.Tar
 		t.Method = http.MethodPost
 		t.URL = urls[i%len(urls)] + strconv.Itoa(i)
 		t.Body = nil
-		t.Header = http.Header{"Authorization": []string{"Bearer " + c.Tokens[i]}}
+		t.Header = http.Header{"Authorization": []string{"Bearer " + c.Tokens[i]}, "X-Forwarded-For": []string{ShopperIP(i)}}
 		return nil
 	}
+}
+
+// ShopperIP is the client address shopper i appears to come from, as a
+// load balancer in front of the gateway would report it in
+// X-Forwarded-For (the gateway believes it only from trusted proxies). It is
+// a header value only: no traffic goes to it.
+func ShopperIP(i int) string {
+	return "10." + strconv.Itoa(i>>16&255) + "." + strconv.Itoa(i>>8&255) + "." + strconv.Itoa(i&255)
 }
 
 // ShopperOf reads the shopper index back from a result URL.

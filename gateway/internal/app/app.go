@@ -17,11 +17,14 @@ import (
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/errgroup"
 
+	"flashsale/gateway/internal/admission"
 	"flashsale/gateway/internal/catalog"
 	"flashsale/gateway/internal/config"
 	"flashsale/gateway/internal/httpapi"
 	"flashsale/gateway/internal/publish"
 	"flashsale/gateway/internal/purchase"
+	"flashsale/gateway/internal/queue"
+	"flashsale/gateway/internal/ratelimit"
 	"flashsale/pkg/auth"
 )
 
@@ -34,6 +37,8 @@ type Gateway struct {
 	producer *publish.Producer
 	catalog  *catalog.Catalog
 	watcher  *catalog.Watcher
+	queue    *queue.Queue
+	bypass   *queue.Bypass
 	api      *httpapi.API
 	public   *fasthttp.Server
 	admin    *fasthttp.Server
@@ -80,8 +85,24 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 	if err := g.watcher.Poll(ctx); err != nil {
 		log.Warn("first stock poll failed", "err", err)
 	}
+	signer, err := admission.NewSigner(cfg.GateKey)
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	g.queue = queue.New(g.redis, cfg.QueueGrace)
+	g.bypass = queue.NewBypass(g.redis)
 	g.api = &httpapi.API{
-		Catalog:  g.catalog,
+		Queue:           g.queue,
+		Admission:       signer,
+		PurchaseLimits:  httpapi.NewLimits(cfg.LimitPurchaseUser, cfg.LimitPurchaseIP, cfg.LimitMaxKeys),
+		QueueLimits:     httpapi.NewLimits(cfg.LimitQueueUser, cfg.LimitQueueIP, cfg.LimitMaxKeys),
+		TrustedProxies:  cfg.TrustedProxies,
+		RedisTimeout:    cfg.RedisTimeout,
+		AdmissionTTL:    cfg.AdmissionTTL,
+		PowChallengeTTL: cfg.PowChallengeTTL,
+		Bypass:          g.bypass,
+		Catalog:         g.catalog,
 		Buyer:    purchase.NewBuyer(g.redis, g.producer, cfg.RedisTimeout, log),
 		Verifier: verifier,
 		Orders:   &fasthttp.HostClient{Addr: cfg.OrdersvcAddr, MaxConns: 512, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second},
@@ -100,6 +121,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 		BaseCtx:    context.WithoutCancel(ctx),
 		Now:        time.Now,
 	}
+	g.refreshBypass(ctx)
 	g.public = g.server("flashsale-gateway", g.api.Public())
 	g.admin = g.server("flashsale-gateway-admin", g.api.Admin())
 	return g, nil
@@ -157,6 +179,7 @@ func (g *Gateway) ServeListeners(ctx context.Context, pub, adm net.Listener) err
 	eg.Go(func() error { return g.admin.Serve(adm) })
 	eg.Go(func() error { return g.watcher.Run(ctx, g.cfg.CatalogRefresh, g.cfg.StockPoll) })
 	eg.Go(func() error { g.drainProducerEvents(ctx); return nil })
+	eg.Go(func() error { g.runAdmission(ctx); return nil })
 	eg.Go(func() error {
 		<-ctx.Done()
 		return g.shutdown()
@@ -167,6 +190,61 @@ func (g *Gateway) ServeListeners(ctx context.Context, pub, adm net.Listener) err
 		return nil
 	}
 	return err
+}
+
+// runAdmission advances every open queued sale's admission, refreshes the
+// bypass list and evicts idle rate-limit buckets, until ctx ends.
+func (g *Gateway) runAdmission(ctx context.Context) {
+	advance := time.NewTicker(g.cfg.QueueAdvance)
+	defer advance.Stop()
+	slow := time.NewTicker(time.Second)
+	defer slow.Stop()
+	sweeps := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-advance.C:
+			g.advanceQueues(ctx)
+		case <-slow.C:
+			g.refreshBypass(ctx)
+			if sweeps++; sweeps%30 == 0 {
+				for _, l := range []*ratelimit.Limiter{g.api.PurchaseLimits.User, g.api.PurchaseLimits.IP, g.api.QueueLimits.User, g.api.QueueLimits.IP} {
+					l.Sweep(time.Minute)
+				}
+			}
+		}
+	}
+}
+
+func (g *Gateway) advanceQueues(ctx context.Context) {
+	now := time.Now()
+	for _, s := range g.catalog.Sales() {
+		if !s.Queue.Enabled || !s.IsOpen(now) {
+			continue
+		}
+		c, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		_, rate, err := g.queue.Advance(c, s.ID, s.StartsAt, s.Queue.AdmissionRate, s.StateAt(now) == catalog.SoldOut)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				g.log.Warn("queue advance failed", "sale", s.ID, "err", err)
+			}
+			continue
+		}
+		g.api.SetAdmissionRate(s.ID, rate)
+	}
+}
+
+func (g *Gateway) refreshBypass(ctx context.Context) {
+	c, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	defer cancel()
+	users, err := g.bypass.List(c)
+	if err != nil {
+		g.log.Warn("bypass list not refreshed", "err", err)
+		return
+	}
+	g.api.SetBypass(append(users, g.cfg.QueueBypass...))
 }
 
 func (g *Gateway) drainProducerEvents(ctx context.Context) {

@@ -6,10 +6,63 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 
+	"flashsale/gateway/internal/ratelimit"
 	pkgconfig "flashsale/pkg/config"
 )
+
+// rule parses "rate/burst" (per second), or "0" / "off" to disable.
+func rule(s *pkgconfig.Source, name, def string) ratelimit.Rule {
+	v := s.String(name, def)
+	if v == "0" || v == "off" {
+		return ratelimit.Rule{}
+	}
+	r, b, ok := strings.Cut(v, "/")
+	rate, err1 := strconv.ParseFloat(r, 64)
+	burst, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || rate < 0 || burst < 1 {
+		s.Fail(name, fmt.Errorf("want RATE/BURST like 1/3, or off: %q", v))
+		return ratelimit.Rule{}
+	}
+	return ratelimit.Rule{Rate: rate, Burst: burst}
+}
+
+// prefixes parses a comma-separated list of CIDRs or addresses.
+func prefixes(s *pkgconfig.Source, name string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range list(s.String(name, "")) {
+		if !strings.Contains(p, "/") {
+			a, err := netip.ParseAddr(p)
+			if err != nil {
+				s.Fail(name, fmt.Errorf("not an address or CIDR: %q", p))
+				continue
+			}
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		pr, err := netip.ParsePrefix(p)
+		if err != nil {
+			s.Fail(name, fmt.Errorf("not a CIDR: %q", p))
+			continue
+		}
+		out = append(out, pr.Masked())
+	}
+	return out
+}
+
+func list(v string) []string {
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 // Config of the gateway.
 type Config struct {
@@ -31,6 +84,20 @@ type Config struct {
 	GateKey    []byte
 	AdminToken []byte
 
+	// Rate limits per route, per user (JWT subject) and per client IP.
+	LimitPurchaseUser ratelimit.Rule
+	LimitPurchaseIP   ratelimit.Rule
+	LimitQueueUser    ratelimit.Rule
+	LimitQueueIP      ratelimit.Rule
+	LimitMaxKeys      int            // buckets held per limiter, bounding memory
+	TrustedProxies    []netip.Prefix // peers whose X-Forwarded-For is believed
+
+	QueueGrace      time.Duration // a queue place without a poll for this long is given up
+	QueueAdvance    time.Duration // how often this gateway advances admission
+	AdmissionTTL    time.Duration // lifetime of an admission token
+	QueueBypass     []string      // users who need no admission token (test accounts)
+	PowChallengeTTL time.Duration
+
 	CatalogRefresh time.Duration
 	StockPoll      time.Duration // also the bound on a stale sold-out flag
 
@@ -48,30 +115,41 @@ type Config struct {
 func Load(getenv func(string) string) (Config, error) {
 	s := pkgconfig.NewSource(getenv)
 	c := Config{
-		Addr:            s.String("FLASHSALE_GATEWAY_ADDR", "127.0.0.1:8080"),
-		AdminAddr:       s.String("FLASHSALE_GATEWAY_ADMIN_ADDR", "127.0.0.1:8081"),
-		RedisAddr:       s.String("FLASHSALE_REDIS_ADDR", "127.0.0.1:16379"),
-		RedisTimeout:    s.Duration("FLASHSALE_REDIS_TIMEOUT", time.Second),
-		KafkaBrokers:    s.String("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:19092"),
-		OrdersTopic:     s.String("FLASHSALE_ORDERS_TOPIC", "flash-sale-orders"),
-		PublishTimeout:  s.Duration("FLASHSALE_PUBLISH_TIMEOUT", 3*time.Second),
-		PublishLinger:   s.Duration("FLASHSALE_PUBLISH_LINGER", 2*time.Millisecond),
-		PostgresDSN:     s.String("FLASHSALE_PG_DSN", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable"),
-		OrdersvcAddr:    s.String("FLASHSALE_ORDERSVC_ADDR", "127.0.0.1:8090"),
-		JWTKey:          s.Secret("FLASHSALE_JWT_HS256_KEY"),
-		JWTIssuer:       s.String("FLASHSALE_JWT_ISSUER", "flashsale"),
-		GateKey:         s.Secret("FLASHSALE_GATE_KEY"),
-		AdminToken:      s.Secret("FLASHSALE_ADMIN_TOKEN"),
-		CatalogRefresh:  s.Duration("FLASHSALE_CATALOG_REFRESH", 2*time.Second),
-		StockPoll:       s.Duration("FLASHSALE_STOCK_POLL", time.Second),
-		ReadTimeout:     s.Duration("FLASHSALE_READ_TIMEOUT", 5*time.Second),
-		WriteTimeout:    s.Duration("FLASHSALE_WRITE_TIMEOUT", 5*time.Second),
-		IdleTimeout:     s.Duration("FLASHSALE_IDLE_TIMEOUT", 60*time.Second),
-		MaxConnsPerIP:   s.Int("FLASHSALE_MAX_CONNS_PER_IP", 0),
-		Concurrency:     s.Int("FLASHSALE_CONCURRENCY", 256*1024),
-		MaxBodyBytes:    s.Int("FLASHSALE_MAX_BODY_BYTES", 4096),
-		ShutdownTimeout: s.Duration("FLASHSALE_SHUTDOWN_TIMEOUT", 15*time.Second),
-		LogLevel:        s.String("FLASHSALE_LOG_LEVEL", "info"),
+		Addr:              s.String("FLASHSALE_GATEWAY_ADDR", "127.0.0.1:8080"),
+		AdminAddr:         s.String("FLASHSALE_GATEWAY_ADMIN_ADDR", "127.0.0.1:8081"),
+		RedisAddr:         s.String("FLASHSALE_REDIS_ADDR", "127.0.0.1:16379"),
+		RedisTimeout:      s.Duration("FLASHSALE_REDIS_TIMEOUT", time.Second),
+		KafkaBrokers:      s.String("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:19092"),
+		OrdersTopic:       s.String("FLASHSALE_ORDERS_TOPIC", "flash-sale-orders"),
+		PublishTimeout:    s.Duration("FLASHSALE_PUBLISH_TIMEOUT", 3*time.Second),
+		PublishLinger:     s.Duration("FLASHSALE_PUBLISH_LINGER", 2*time.Millisecond),
+		PostgresDSN:       s.String("FLASHSALE_PG_DSN", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable"),
+		OrdersvcAddr:      s.String("FLASHSALE_ORDERSVC_ADDR", "127.0.0.1:8090"),
+		JWTKey:            s.Secret("FLASHSALE_JWT_HS256_KEY"),
+		JWTIssuer:         s.String("FLASHSALE_JWT_ISSUER", "flashsale"),
+		GateKey:           s.Secret("FLASHSALE_GATE_KEY"),
+		AdminToken:        s.Secret("FLASHSALE_ADMIN_TOKEN"),
+		LimitPurchaseUser: rule(s, "FLASHSALE_LIMIT_PURCHASE_USER", "1/3"),
+		LimitPurchaseIP:   rule(s, "FLASHSALE_LIMIT_PURCHASE_IP", "50/100"),
+		LimitQueueUser:    rule(s, "FLASHSALE_LIMIT_QUEUE_USER", "2/5"),
+		LimitQueueIP:      rule(s, "FLASHSALE_LIMIT_QUEUE_IP", "50/100"),
+		LimitMaxKeys:      s.Int("FLASHSALE_LIMIT_MAX_KEYS", 1_000_000),
+		TrustedProxies:    prefixes(s, "FLASHSALE_TRUSTED_PROXIES"),
+		QueueGrace:        s.Duration("FLASHSALE_QUEUE_GRACE", 60*time.Second),
+		QueueAdvance:      s.Duration("FLASHSALE_QUEUE_ADVANCE", 100*time.Millisecond),
+		AdmissionTTL:      s.Duration("FLASHSALE_ADMISSION_TTL", 10*time.Minute),
+		QueueBypass:       list(s.String("FLASHSALE_QUEUE_BYPASS", "")),
+		PowChallengeTTL:   s.Duration("FLASHSALE_POW_CHALLENGE_TTL", 2*time.Minute),
+		CatalogRefresh:    s.Duration("FLASHSALE_CATALOG_REFRESH", 2*time.Second),
+		StockPoll:         s.Duration("FLASHSALE_STOCK_POLL", time.Second),
+		ReadTimeout:       s.Duration("FLASHSALE_READ_TIMEOUT", 5*time.Second),
+		WriteTimeout:      s.Duration("FLASHSALE_WRITE_TIMEOUT", 5*time.Second),
+		IdleTimeout:       s.Duration("FLASHSALE_IDLE_TIMEOUT", 60*time.Second),
+		MaxConnsPerIP:     s.Int("FLASHSALE_MAX_CONNS_PER_IP", 0),
+		Concurrency:       s.Int("FLASHSALE_CONCURRENCY", 256*1024),
+		MaxBodyBytes:      s.Int("FLASHSALE_MAX_BODY_BYTES", 4096),
+		ShutdownTimeout:   s.Duration("FLASHSALE_SHUTDOWN_TIMEOUT", 15*time.Second),
+		LogLevel:          s.String("FLASHSALE_LOG_LEVEL", "info"),
 	}
 	errs := []error{s.Err(), c.validate()}
 	if err := errors.Join(errs...); err != nil {
@@ -99,6 +177,11 @@ func (c Config) validate() error {
 	need(c.RedisTimeout > 0, "FLASHSALE_REDIS_TIMEOUT", "must be positive")
 	need(c.PublishTimeout >= 100*time.Millisecond, "FLASHSALE_PUBLISH_TIMEOUT", "must be at least 100ms")
 	need(c.PublishLinger >= 0, "FLASHSALE_PUBLISH_LINGER", "must not be negative")
+	need(c.LimitMaxKeys >= 64, "FLASHSALE_LIMIT_MAX_KEYS", "must be at least 64")
+	need(c.QueueGrace >= time.Second, "FLASHSALE_QUEUE_GRACE", "must be at least 1s")
+	need(c.QueueAdvance > 0, "FLASHSALE_QUEUE_ADVANCE", "must be positive")
+	need(c.AdmissionTTL >= time.Second, "FLASHSALE_ADMISSION_TTL", "must be at least 1s")
+	need(c.PowChallengeTTL >= time.Second, "FLASHSALE_POW_CHALLENGE_TTL", "must be at least 1s")
 	need(c.CatalogRefresh > 0, "FLASHSALE_CATALOG_REFRESH", "must be positive")
 	need(c.StockPoll > 0, "FLASHSALE_STOCK_POLL", "must be positive")
 	need(c.ReadTimeout > 0 && c.WriteTimeout > 0 && c.IdleTimeout > 0, "FLASHSALE_READ/WRITE/IDLE_TIMEOUT", "must be positive")

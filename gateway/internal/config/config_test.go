@@ -21,6 +21,8 @@ func TestLoad(t *testing.T) {
 			[]string{"FLASHSALE_JWT_HS256_KEY", "FLASHSALE_GATE_KEY", "FLASHSALE_ADMIN_TOKEN"}},
 		{"bad duration and same admin address", map[string]string{"FLASHSALE_REDIS_TIMEOUT": "soon", "FLASHSALE_GATEWAY_ADMIN_ADDR": "127.0.0.1:8080"},
 			[]string{"FLASHSALE_REDIS_TIMEOUT", "FLASHSALE_GATEWAY_ADMIN_ADDR"}},
+		{"bad limits and proxies", map[string]string{"FLASHSALE_LIMIT_PURCHASE_USER": "fast", "FLASHSALE_TRUSTED_PROXIES": "10.0.0.0/8,nonsense"},
+			[]string{"FLASHSALE_LIMIT_PURCHASE_USER", "FLASHSALE_TRUSTED_PROXIES"}},
 		{"publish timeout too short", map[string]string{"FLASHSALE_PUBLISH_TIMEOUT": "1ms"}, []string{"FLASHSALE_PUBLISH_TIMEOUT"}},
 	}
 	for _, tt := range tests {

@@ -20,12 +20,14 @@ const (
 	outUnauthorized
 	outNotLoaded
 	outUnavailable
+	outRateLimited
+	outNotAdmitted
 	outCount
 )
 
 var outcomeNames = [outCount]string{
 	"accepted", "sold_out_flag", "sold_out", "already_purchased", "not_found",
-	"bad_request", "unauthorized", "not_loaded", "unavailable",
+	"bad_request", "unauthorized", "not_loaded", "unavailable", "rate_limited", "not_admitted",
 }
 
 // latencyBuckets are the upper bounds (seconds) of the purchase histogram.
@@ -38,6 +40,11 @@ type Metrics struct {
 	buckets   [len(latencyBuckets) + 1]atomic.Uint64
 	sumMicros atomic.Uint64
 	panics    atomic.Uint64
+
+	rateLimited atomic.Uint64 // every route
+	queueJoins  atomic.Uint64
+	admissions  atomic.Uint64 // admission tokens issued
+	badProof    atomic.Uint64
 }
 
 func (m *Metrics) count(o outcome) { m.purchases[o].Add(1) }
@@ -84,6 +91,10 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	p("flashsale_gateway_purchase_seconds_bucket{le=\"+Inf\"} %d\n", cum)
 	p("flashsale_gateway_purchase_seconds_sum %g\n", float64(m.sumMicros.Load())/1e6)
 	p("flashsale_gateway_purchase_seconds_count %d\n", cum)
+	p("# HELP flashsale_gateway_rate_limited_total Requests refused by a rate limit, all routes.\n# TYPE flashsale_gateway_rate_limited_total counter\nflashsale_gateway_rate_limited_total %d\n", m.rateLimited.Load())
+	p("# HELP flashsale_gateway_queue_joins_total Queue joins answered.\n# TYPE flashsale_gateway_queue_joins_total counter\nflashsale_gateway_queue_joins_total %d\n", m.queueJoins.Load())
+	p("# HELP flashsale_gateway_admissions_total Admission tokens issued.\n# TYPE flashsale_gateway_admissions_total counter\nflashsale_gateway_admissions_total %d\n", m.admissions.Load())
+	p("# HELP flashsale_gateway_bad_proof_total Queue joins refused for a missing or wrong proof of work.\n# TYPE flashsale_gateway_bad_proof_total counter\nflashsale_gateway_bad_proof_total %d\n", m.badProof.Load())
 	p("# HELP flashsale_gateway_panics_total Handler panics recovered.\n# TYPE flashsale_gateway_panics_total counter\nflashsale_gateway_panics_total %d\n", m.panics.Load())
 	return n, nil
 }

@@ -29,8 +29,11 @@ type saleView struct {
 	ServerTime time.Time      `json:"serverTime"`
 	OpensInMs  int64          `json:"opensInMs"`
 	Items      []saleItemView `json:"items"`
-	// PurchasePath exists only while the sale is open.
-	PurchasePath string `json:"purchasePath,omitempty"`
+	// PurchasePath exists only while the sale is open (and, for a queued
+	// sale, comes with the admission token instead).
+	PurchasePath  string `json:"purchasePath,omitempty"`
+	QueueEnabled  bool   `json:"queueEnabled"`
+	PowDifficulty int    `json:"powDifficulty"`
 }
 
 // saleInfo answers the sale page: items, stock, countdown and server time.
@@ -56,9 +59,17 @@ func (a *API) saleInfo(ctx *fasthttp.RequestCtx) {
 		}
 		v.Items = append(v.Items, iv)
 	}
+	// Open sales reveal the purchase path, but a queued sale only to its
+	// bypass users: everybody else gets it with an admission token.
 	if s.IsOpen(now) {
-		v.PurchasePath = "/api/flash-sales/" + ctx.UserValue("saleId").(string) + "/g/" + s.Gate()
+		if !s.Queue.Enabled {
+			v.PurchasePath = purchasePath(s)
+		} else if user, ok := a.userID(ctx); ok && a.bypasses(user) {
+			v.PurchasePath = purchasePath(s)
+		}
 	}
+	v.QueueEnabled = s.Queue.Enabled
+	v.PowDifficulty = s.Queue.PowDifficulty
 	b, err := json.Marshal(v)
 	if err != nil {
 		errInternal.write(ctx)

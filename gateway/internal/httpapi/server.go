@@ -10,36 +10,72 @@ import (
 	"crypto/subtle"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"flashsale/gateway/internal/admission"
 	"flashsale/gateway/internal/catalog"
 	"flashsale/gateway/internal/purchase"
+	"flashsale/gateway/internal/queue"
 	"flashsale/pkg/auth"
 	"flashsale/pkg/stock"
 )
 
 // API holds what the handlers need.
 type API struct {
-	Catalog  *catalog.Catalog
-	Buyer    *purchase.Buyer
-	Verifier *auth.Verifier
+	Catalog   *catalog.Catalog
+	Buyer     *purchase.Buyer
+	Verifier  *auth.Verifier
+	Queue     *queue.Queue
+	Admission *admission.Signer
+
+	PurchaseLimits  Limits
+	QueueLimits     Limits
+	TrustedProxies  []netip.Prefix
+	RedisTimeout    time.Duration
+	AdmissionTTL    time.Duration
+	PowChallengeTTL time.Duration
+
 	Orders   *fasthttp.HostClient // the order service, for /api/flash-sales/orders/*
 	Log      *slog.Logger
 	Metrics  *Metrics
 	// Ready reports whether dependencies answer; nil means always.
 	Ready      func(context.Context) error
 	AdminToken []byte
+	// Bypass persists the bypass list for every gateway; nil disables the endpoint.
+	Bypass BypassStore
 	// BaseCtx outlives every request; purchases derive their timeouts from
 	// it because a RequestCtx has no deadline and is recycled after return.
 	BaseCtx context.Context
 	Now     func() time.Time
 
 	draining atomic.Bool
+	rates    sync.Map // sale id -> admission rate last seen (float64)
+	bypass   atomic.Pointer[map[string]struct{}]
+}
+
+// SetBypass replaces the users who need no admission token.
+func (a *API) SetBypass(users []string) {
+	m := make(map[string]struct{}, len(users))
+	for _, u := range users {
+		m[u] = struct{}{}
+	}
+	a.bypass.Store(&m)
+}
+
+func (a *API) bypasses(user string) bool {
+	m := a.bypass.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[user]
+	return ok
 }
 
 // SetDraining makes /readyz fail so load balancers stop sending traffic.
@@ -51,6 +87,9 @@ func (a *API) Public() fasthttp.RequestHandler {
 	r.GET("/api/flash-sales/orders/{orderId}", a.proxyOrder)
 	r.POST("/api/flash-sales/orders/{orderId}/{action}", a.proxyOrder)
 	r.GET("/api/flash-sales/{saleId}", a.saleInfo)
+	r.POST("/api/flash-sales/{saleId}/queue", a.queueJoin)
+	r.GET("/api/flash-sales/{saleId}/queue/challenge", a.queueChallenge)
+	r.GET("/api/flash-sales/{saleId}/queue/{ticket}", a.queueStatus)
 	r.POST("/api/flash-sales/{saleId}/g/{gate}/items/{itemId}/purchase", a.purchase)
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
@@ -66,7 +105,15 @@ func (a *API) Admin() fasthttp.RequestHandler {
 	r.GET("/metrics", a.metrics)
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
+	r.GET("/admin/limits", a.admin(a.getLimits))
+	r.PUT("/admin/limits", a.admin(a.putLimits))
+	r.GET("/admin/sales/{saleId}/queue", a.admin(a.getQueue))
+	r.PUT("/admin/sales/{saleId}/admission-rate", a.admin(a.putAdmissionRate))
+	r.GET("/admin/queue/bypass", a.admin(a.getBypass))
+	r.PUT("/admin/queue/bypass", a.admin(a.putBypass))
 	r.NotFound = errNotFound.write
+	r.MethodNotAllowed = errMethod.write
+	r.HandleMethodNotAllowed = true
 	return a.recover(r.Handler)
 }
 
@@ -95,6 +142,11 @@ func pathID(ctx *fasthttp.RequestCtx, name string) (int64, bool) {
 }
 
 var bearerPrefix = []byte("Bearer ")
+
+// HeaderAdmission carries the admission token on a purchase.
+const HeaderAdmission = "X-Admission-Token"
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func (a *API) userID(ctx *fasthttp.RequestCtx) (string, bool) {
 	h := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
@@ -129,14 +181,31 @@ func (a *API) purchase(ctx *fasthttp.RequestCtx) {
 		a.refuse(ctx, outSoldOutFlag, errSoldOut)
 		return
 	}
+	if !a.allowIP(ctx, a.PurchaseLimits) {
+		a.Metrics.count(outRateLimited)
+		return
+	}
 	user, ok := a.userID(ctx)
 	if !ok {
 		a.refuse(ctx, outUnauthorized, errUnauthorized)
 		return
 	}
+	if !a.allowUser(ctx, a.PurchaseLimits, user) {
+		a.Metrics.count(outRateLimited)
+		return
+	}
+	var tokenID string
+	if sale.Queue.Enabled && !a.bypasses(user) {
+		tok, err := a.Admission.Verify(string(ctx.Request.Header.Peek(HeaderAdmission)), saleID, user, a.Now())
+		if err != nil {
+			a.refuse(ctx, outNotAdmitted, errNotAdmitted)
+			return
+		}
+		tokenID = tok.ID
+	}
 
 	start := time.Now()
-	orderID, err := a.Buyer.Buy(a.BaseCtx, saleID, itemID, user)
+	orderID, err := a.Buyer.Buy(a.BaseCtx, saleID, itemID, user, tokenID)
 	a.Metrics.observe(time.Since(start))
 	switch {
 	case err == nil:
@@ -154,6 +223,8 @@ func (a *API) purchase(ctx *fasthttp.RequestCtx) {
 		a.refuse(ctx, outSoldOut, errSoldOut)
 	case errors.Is(err, stock.ErrAlreadyPurchased):
 		a.refuse(ctx, outAlreadyPurchased, errAlreadyPurchased)
+	case errors.Is(err, stock.ErrTokenSpent):
+		a.refuse(ctx, outNotAdmitted, errNotAdmitted)
 	case errors.Is(err, stock.ErrNotLoaded):
 		// Never a false SOLD_OUT: the stock is unknown until reloaded
 		// from PostgreSQL. The counter is the alert, not a log per request.

@@ -49,18 +49,20 @@ func NewBuyer(redis rueidis.Client, pub Publisher, redisTimeout time.Duration, l
 // Buy reserves one unit of itemID for userID and publishes the order. It
 // returns the order id only once the broker acknowledged the event.
 // ctx must not be a fasthttp RequestCtx's lifetime-bound value past return.
-func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID string) (uuid.UUID, error) {
+// tokenID is the admission token's id when the sale is queued ("" if not);
+// a token that already bought a unit gives stock.ErrTokenSpent.
+func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID string) (uuid.UUID, error) {
 	orderID, err := uuid.NewV7()
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("%w: order id: %v", ErrUnavailable, err)
 	}
 	oid := orderID.String()
 	rctx, cancel := context.WithTimeout(ctx, b.redisTimeout)
-	_, err = b.stock.Reserve(rctx, saleID, itemID, userID, oid)
+	_, err = b.stock.ReserveAdmitted(rctx, saleID, itemID, userID, oid, tokenID)
 	cancel()
 	switch {
 	case err == nil:
-	case errors.Is(err, stock.ErrSoldOut), errors.Is(err, stock.ErrAlreadyPurchased), errors.Is(err, stock.ErrNotLoaded):
+	case errors.Is(err, stock.ErrSoldOut), errors.Is(err, stock.ErrAlreadyPurchased), errors.Is(err, stock.ErrNotLoaded), errors.Is(err, stock.ErrTokenSpent):
 		return uuid.Nil, err
 	default:
 		// The script may or may not have run: give back whatever this
@@ -86,6 +88,12 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID string) (u
 	rctx, cancel = context.WithTimeout(ctx, b.redisTimeout)
 	if err := accepted.Record(rctx, b.redis, oid, userID); err != nil {
 		b.log.Warn("accepted order not recorded for polling", "order", oid, "err", err)
+	}
+	if tokenID != "" {
+		// Until this lands, the holder entry already stops a second purchase.
+		if err := b.stock.SpendToken(rctx, saleID, tokenID); err != nil {
+			b.log.Warn("admission token not marked spent", "sale", saleID, "err", err)
+		}
 	}
 	cancel()
 	return orderID, nil

@@ -1,0 +1,57 @@
+package httpapi
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+
+	"github.com/valyala/fasthttp"
+)
+
+// clientIP is the address the per-IP limits key on: the socket peer, or,
+// when the peer is a trusted proxy, the right-most address in
+// X-Forwarded-For that is not itself a trusted proxy. Addresses a client
+// writes to the left of that are never believed.
+func (a *API) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
+	peer := addrOf(ctx.RemoteIP())
+	if len(a.TrustedProxies) == 0 || !a.trusted(peer) {
+		return peer
+	}
+	xff := ctx.Request.Header.Peek("X-Forwarded-For")
+	for len(xff) > 0 {
+		i := bytes.LastIndexByte(xff, ',')
+		part := bytes.TrimSpace(xff[i+1:])
+		xff = xff[:max(i, 0)]
+		addr, err := netip.ParseAddr(string(part))
+		if err != nil {
+			return peer // a malformed chain is not believed
+		}
+		if !a.trusted(addr.Unmap()) {
+			return addr.Unmap()
+		}
+		if i < 0 {
+			break
+		}
+	}
+	return peer
+}
+
+func (a *API) trusted(ip netip.Addr) bool {
+	for _, p := range a.TrustedProxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func addrOf(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
+}
+
+// ipKey writes the limiter key of an address into buf without allocating.
+func ipKey(buf *[16]byte, ip netip.Addr) []byte {
+	*buf = ip.As16()
+	return buf[:]
+}

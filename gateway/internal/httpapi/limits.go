@@ -1,0 +1,60 @@
+package httpapi
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"flashsale/gateway/internal/ratelimit"
+)
+
+// Limits are the token buckets of one route.
+type Limits struct {
+	User *ratelimit.Limiter
+	IP   *ratelimit.Limiter
+}
+
+// NewLimits builds a route's limiters.
+func NewLimits(user, ip ratelimit.Rule, maxKeys int) Limits {
+	return Limits{User: ratelimit.New(user, maxKeys), IP: ratelimit.New(ip, maxKeys)}
+}
+
+// retryAfterText holds "0".."10" so a 429 formats no number.
+var retryAfterText = func() (t [11]string) {
+	for i := range t {
+		t[i] = strconv.Itoa(i)
+	}
+	return t
+}()
+
+// writeRateLimited answers 429 with a Retry-After in whole seconds.
+func writeRateLimited(ctx *fasthttp.RequestCtx, retry time.Duration) {
+	secs := int((retry + time.Second - 1) / time.Second)
+	secs = max(1, min(secs, 10))
+	ctx.Response.Header.SetContentTypeBytes(contentJSON)
+	ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
+	ctx.Response.Header.Set(fasthttp.HeaderRetryAfter, retryAfterText[secs])
+	ctx.SetBody(errRateLimited.body)
+}
+
+// allowIP applies a route's per-IP limit.
+func (a *API) allowIP(ctx *fasthttp.RequestCtx, l Limits) bool {
+	var buf [16]byte
+	ok, retry := l.IP.Allow(ipKey(&buf, a.clientIP(ctx)))
+	if !ok {
+		a.Metrics.rateLimited.Add(1)
+		writeRateLimited(ctx, retry)
+	}
+	return ok
+}
+
+// allowUser applies a route's per-user limit.
+func (a *API) allowUser(ctx *fasthttp.RequestCtx, l Limits, user string) bool {
+	ok, retry := l.User.Allow([]byte(user))
+	if !ok {
+		a.Metrics.rateLimited.Add(1)
+		writeRateLimited(ctx, retry)
+	}
+	return ok
+}

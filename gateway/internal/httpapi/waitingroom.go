@@ -1,0 +1,219 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"flashsale/gateway/internal/admission"
+	"flashsale/gateway/internal/catalog"
+	"flashsale/gateway/internal/queue"
+)
+
+// queueView is the JSON a waiting-room page renders.
+type queueView struct {
+	Ticket       string `json:"ticket"`
+	State        string `json:"state"` // DRAWING (before the opening), WAITING, ADMITTED
+	Position     *int64 `json:"position"`
+	AdmittedUpTo int64  `json:"admittedUpTo"`
+	QueueSize    int64  `json:"queueSize"`
+	EtaSeconds   *int64 `json:"etaSeconds"`
+	// PollAfterMs is when to ask again; the server chooses it.
+	PollAfterMs    int64      `json:"pollAfterMs"`
+	AdmissionToken string     `json:"admissionToken,omitempty"`
+	AdmissionUntil *time.Time `json:"admissionExpiresAt,omitempty"`
+	PurchasePath   string     `json:"purchasePath,omitempty"`
+}
+
+// queueSale finds a queue-enabled sale that has not ended.
+func (a *API) queueSale(ctx *fasthttp.RequestCtx) (*catalog.Sale, bool) {
+	saleID, ok := pathID(ctx, "saleId")
+	if !ok {
+		return nil, false
+	}
+	s, ok := a.Catalog.Sale(saleID)
+	if !ok || !s.Queue.Enabled || !a.Now().Before(s.EndsAt) {
+		return nil, false
+	}
+	return s, true
+}
+
+// queueChallenge hands out the proof-of-work puzzle for joining.
+func (a *API) queueChallenge(ctx *fasthttp.RequestCtx) {
+	s, ok := a.queueSale(ctx)
+	if !ok {
+		errNotFound.write(ctx)
+		return
+	}
+	if !a.allowIP(ctx, a.QueueLimits) {
+		return
+	}
+	user, ok := a.userID(ctx)
+	if !ok {
+		errUnauthorized.write(ctx)
+		return
+	}
+	exp := a.Now().Add(a.PowChallengeTTL)
+	writeJSON(ctx, fasthttp.StatusOK, map[string]any{
+		"challenge":  a.Admission.Challenge(s.ID, user, s.Queue.PowDifficulty, exp),
+		"difficulty": s.Queue.PowDifficulty, "expiresAt": exp.UTC(),
+		"algorithm": "sha256(challenge + \":\" + nonce) has `difficulty` leading zero bits",
+	})
+}
+
+type joinRequest struct {
+	Challenge string `json:"challenge"`
+	Nonce     string `json:"nonce"`
+}
+
+// queueJoin gives the shopper a place (the same one if asked again).
+func (a *API) queueJoin(ctx *fasthttp.RequestCtx) {
+	s, ok := a.queueSale(ctx)
+	if !ok {
+		errNotFound.write(ctx)
+		return
+	}
+	if !a.allowIP(ctx, a.QueueLimits) {
+		return
+	}
+	user, ok := a.userID(ctx)
+	if !ok {
+		errUnauthorized.write(ctx)
+		return
+	}
+	if !a.allowUser(ctx, a.QueueLimits, user) {
+		return
+	}
+	if s.Queue.PowDifficulty > 0 {
+		var req joinRequest
+		if err := json.Unmarshal(ctx.PostBody(), &req); err != nil ||
+			a.Admission.CheckProof(req.Challenge, req.Nonce, s.ID, user, a.Now()) != nil {
+			a.Metrics.badProof.Add(1)
+			errBadProof.write(ctx)
+			return
+		}
+	}
+	c, cancel := context.WithTimeout(a.BaseCtx, a.RedisTimeout)
+	defer cancel()
+	ticket, err := a.Queue.Join(c, s.ID, s.StartsAt, s.Queue.Draw, user)
+	if err != nil {
+		errUnavailable.write(ctx)
+		return
+	}
+	a.Metrics.queueJoins.Add(1)
+	a.writeQueueStatus(ctx, c, s, user, ticket)
+}
+
+// queueStatus answers a poll of a ticket, with an admission token once admitted.
+func (a *API) queueStatus(ctx *fasthttp.RequestCtx) {
+	s, ok := a.queueSale(ctx)
+	if !ok {
+		errNotFound.write(ctx)
+		return
+	}
+	user, ok := a.userID(ctx)
+	if !ok {
+		errUnauthorized.write(ctx)
+		return
+	}
+	if !a.allowUser(ctx, a.QueueLimits, user) {
+		return
+	}
+	ticket, _ := ctx.UserValue("ticket").(string)
+	if len(ticket) == 0 || len(ticket) > 64 {
+		errNotFound.write(ctx)
+		return
+	}
+	c, cancel := context.WithTimeout(a.BaseCtx, a.RedisTimeout)
+	defer cancel()
+	a.writeQueueStatus(ctx, c, s, user, ticket)
+}
+
+func (a *API) writeQueueStatus(ctx *fasthttp.RequestCtx, c context.Context, s *catalog.Sale, user, ticket string) {
+	st, err := a.Queue.Status(c, s.ID, s.StartsAt, ticket)
+	switch {
+	case errors.Is(err, queue.ErrUnknownTicket):
+		errNotFound.write(ctx)
+		return
+	case errors.Is(err, queue.ErrTicketExpired):
+		if st.UserID != user {
+			errNotFound.write(ctx)
+			return
+		}
+		errTicketExpired.write(ctx)
+		return
+	case err != nil:
+		errUnavailable.write(ctx)
+		return
+	}
+	if st.UserID != user { // another shopper's ticket: as if it did not exist
+		errNotFound.write(ctx)
+		return
+	}
+	now := a.Now()
+	v := queueView{Ticket: ticket, AdmittedUpTo: st.Admitted, QueueSize: st.Size}
+	rate := a.admissionRate(s)
+	switch {
+	case st.Position == 0:
+		v.State = "DRAWING"
+		v.PollAfterMs = clampPoll(s.StartsAt.Sub(now)/4, a.Queue.Grace())
+	case st.IsAdmitted() && s.IsOpen(now):
+		v.State = "ADMITTED"
+		v.Position = &st.Position
+		zero := int64(0)
+		v.EtaSeconds = &zero
+		exp := now.Add(a.AdmissionTTL)
+		v.AdmissionToken = a.Admission.Sign(admission.Token{SaleID: s.ID, UserID: user, ID: ticket, Expires: exp})
+		v.AdmissionUntil = &exp
+		v.PurchasePath = purchasePath(s)
+		a.Metrics.admissions.Add(1)
+	default:
+		v.State = "WAITING"
+		v.Position = &st.Position
+		ahead := st.Position - st.Admitted
+		var eta time.Duration
+		if rate > 0 {
+			secs := int64(math.Ceil(float64(ahead) / rate))
+			v.EtaSeconds = &secs
+			eta = time.Duration(secs) * time.Second
+		}
+		v.PollAfterMs = clampPoll(eta/4, a.Queue.Grace())
+	}
+	writeJSON(ctx, fasthttp.StatusOK, v)
+}
+
+// clampPoll keeps polls between 1 s and a third of the grace period, so a
+// shopper who follows the advice never loses the place.
+func clampPoll(d, grace time.Duration) int64 {
+	return max(time.Second, min(d, grace/3, 10*time.Second)).Milliseconds()
+}
+
+func (a *API) admissionRate(s *catalog.Sale) float64 {
+	if r, ok := a.rates.Load(s.ID); ok {
+		return r.(float64)
+	}
+	return s.Queue.AdmissionRate
+}
+
+// SetAdmissionRate records the rate last seen by the advancer (for ETAs).
+func (a *API) SetAdmissionRate(saleID int64, rate float64) { a.rates.Store(saleID, rate) }
+
+func purchasePath(s *catalog.Sale) string {
+	return "/api/flash-sales/" + itoa(s.ID) + "/g/" + s.Gate()
+}
+
+func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		errInternal.write(ctx)
+		return
+	}
+	ctx.Response.Header.SetContentTypeBytes(contentJSON)
+	ctx.Response.Header.Set(fasthttp.HeaderCacheControl, "no-store")
+	ctx.SetStatusCode(status)
+	ctx.SetBody(b)
+}
