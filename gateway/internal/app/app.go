@@ -103,11 +103,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 		PowChallengeTTL: cfg.PowChallengeTTL,
 		Bypass:          g.bypass,
 		Catalog:         g.catalog,
-		Buyer:    purchase.NewBuyer(g.redis, g.producer, cfg.RedisTimeout, log),
-		Verifier: verifier,
-		Orders:   &fasthttp.HostClient{Addr: cfg.OrdersvcAddr, MaxConns: 512, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second},
-		Log:      log,
-		Metrics:  &httpapi.Metrics{},
+		Buyer:           purchase.NewBuyer(g.redis, g.producer, cfg.RedisTimeout, log),
+		Verifier:        verifier,
+		Orders:          &fasthttp.HostClient{Addr: cfg.OrdersvcAddr, MaxConns: 512, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second},
+		Log:             log,
+		Metrics:         &httpapi.Metrics{},
 		Ready: func(ctx context.Context) error {
 			if err := g.redis.Do(ctx, g.redis.B().Ping().Build()).Error(); err != nil {
 				return fmt.Errorf("redis: %w", err)

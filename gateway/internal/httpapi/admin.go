@@ -152,4 +152,3 @@ func (a *API) putBypass(ctx *fasthttp.RequestCtx) {
 type BypassStore interface {
 	Change(ctx context.Context, add, remove []string) ([]string, error)
 }
-

@@ -42,9 +42,9 @@ type API struct {
 	AdmissionTTL    time.Duration
 	PowChallengeTTL time.Duration
 
-	Orders   *fasthttp.HostClient // the order service, for /api/flash-sales/orders/*
-	Log      *slog.Logger
-	Metrics  *Metrics
+	Orders  *fasthttp.HostClient // the order service, for /api/flash-sales/orders/*
+	Log     *slog.Logger
+	Metrics *Metrics
 	// Ready reports whether dependencies answer; nil means always.
 	Ready      func(context.Context) error
 	AdminToken []byte
