@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -42,6 +43,7 @@ type harness struct {
 	saleID int64
 	items  []int64
 	topic  string
+	admin  string // the current gateway's admin listener
 }
 
 type harnessOpts struct {
@@ -49,6 +51,9 @@ type harnessOpts struct {
 	startsIn   time.Duration // negative: already open
 	brokers    string        // "" = the local broker
 	publishTO  time.Duration
+	queue      bool // the sale needs admission tokens
+	pow        int  // proof-of-work difficulty to join the queue
+	env        map[string]string
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -60,6 +65,17 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	h := &harness{t: t, topic: fmt.Sprintf("test-gw-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())}
 	h.saleID, h.items = createSale(t, ctx, o.startsIn, o.quantities)
+	if o.queue || o.pow > 0 {
+		conn, err := pgx.Connect(ctx, testenv.PostgresDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.Exec(ctx, `UPDATE flash_sale SET queue_enabled = $2, pow_difficulty = $3, admission_rate = 1000 WHERE id = $1`, h.saleID, o.queue, o.pow)
+		conn.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	var err error
 	h.redis, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
@@ -76,6 +92,15 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 
+	h.startGateway(o)
+	return h
+}
+
+// startGateway starts one more gateway on the harness's sale and topic and
+// makes it the one h.do talks to (the previous base URL is returned).
+func (h *harness) startGateway(o harnessOpts) string {
+	t := h.t
+	prev := h.base
 	brokers := o.brokers
 	if brokers == "" {
 		brokers = testenv.KafkaBrokers()
@@ -93,6 +118,10 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		"FLASHSALE_GATE_KEY":        string(gateKey),
 		"FLASHSALE_ADMIN_TOKEN":     "test-admin-token-0123",
 		"FLASHSALE_STOCK_POLL":      "200ms",
+		"FLASHSALE_QUEUE_ADVANCE":   "20ms",
+	}
+	for k, v := range o.env {
+		env[k] = v
 	}
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
@@ -115,7 +144,8 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		}
 	})
 	h.base = "http://" + pub.Addr().String()
-	return h
+	h.admin = "http://" + adm.Addr().String()
+	return prev
 }
 
 var saleSeq sync.Mutex
@@ -158,6 +188,7 @@ func token(t testing.TB, user string) string {
 type answer struct {
 	Status  int
 	Retry   string
+	Body    []byte
 	Error   string `json:"error"`
 	OrderID string `json:"orderId"`
 	State   string `json:"status"`
@@ -165,9 +196,19 @@ type answer struct {
 
 func (h *harness) do(method, path, user string) answer {
 	h.t.Helper()
-	req, _ := http.NewRequest(method, h.base+path, nil)
+	return h.doWith(method, h.base+path, user, nil, nil)
+}
+
+// doWith sends a request with extra headers and a body; url is absolute.
+func (h *harness) doWith(method, url, user string, header map[string]string, body []byte) answer {
+	h.t.Helper()
+	path := url
+	req, _ := http.NewRequest(method, url, bytes.NewReader(body))
 	if user != "" {
 		req.Header.Set("Authorization", "Bearer "+token(h.t, user))
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -176,6 +217,7 @@ func (h *harness) do(method, path, user string) answer {
 	defer resp.Body.Close()
 	var a answer
 	b, _ := io.ReadAll(resp.Body)
+	a.Body = b
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		h.t.Fatalf("%s %s: content type %q, body %s", method, path, ct, b)
 	}

@@ -51,6 +51,9 @@ func New(cfg Config) (*Producer, error) {
 		// sent to Events() but errors, which Drain consumes.
 		"go.delivery.reports": true,
 		"client.id":           "flashsale-gateway",
+		// KIP-714 client telemetry: nothing here collects it.
+		"enable.metrics.push":  false,
+		"log.connection.close": false,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create kafka producer: %w", err)

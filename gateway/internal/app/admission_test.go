@@ -1,0 +1,221 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"flashsale/gateway/internal/admission"
+)
+
+type queueAnswer struct {
+	Ticket         string `json:"ticket"`
+	State          string `json:"state"`
+	Position       *int64 `json:"position"`
+	PollAfterMs    int64  `json:"pollAfterMs"`
+	AdmissionToken string `json:"admissionToken"`
+	PurchasePath   string `json:"purchasePath"`
+	Error          string `json:"error"`
+}
+
+func (h *harness) queue(method, path, user string, body []byte) (int, queueAnswer) {
+	h.t.Helper()
+	a := h.doWith(method, h.base+path, user, nil, body)
+	var q queueAnswer
+	_ = json.Unmarshal(a.Body, &q)
+	return a.Status, q
+}
+
+// admit joins the queue and polls until admitted; it returns the token.
+func (h *harness) admit(user string) queueAnswer {
+	h.t.Helper()
+	code, q := h.queue("POST", fmt.Sprintf("/api/flash-sales/%d/queue", h.saleID), user, nil)
+	if code != 200 || q.Ticket == "" {
+		h.t.Fatalf("join as %s: %d %+v", user, code, q)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for q.State != "ADMITTED" {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s never admitted: %+v", user, q)
+		}
+		time.Sleep(30 * time.Millisecond)
+		code, q = h.queue("GET", fmt.Sprintf("/api/flash-sales/%d/queue/%s", h.saleID, q.Ticket), user, nil)
+		if code != 200 {
+			h.t.Fatalf("poll as %s: %d %+v", user, code, q)
+		}
+	}
+	return q
+}
+
+func (h *harness) buyWithToken(user, token string) answer {
+	h.t.Helper()
+	hdr := map[string]string{}
+	if token != "" {
+		hdr["X-Admission-Token"] = token
+	}
+	return h.doWith("POST", h.base+h.buyPath(h.items[0]), user, hdr, nil)
+}
+
+func TestQueuedSaleNeedsAdmission(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{10}, startsIn: -time.Minute, queue: true,
+		env: map[string]string{"FLASHSALE_QUEUE_BYPASS": "tester", "FLASHSALE_LIMIT_PURCHASE_USER": "off"}})
+
+	// The sale page does not reveal the purchase path of a queued sale.
+	info := h.doWith("GET", fmt.Sprintf("%s/api/flash-sales/%d", h.base, h.saleID), "", nil, nil)
+	if strings.Contains(string(info.Body), "purchasePath") {
+		t.Fatalf("sale info of a queued sale reveals the purchase path: %s", info.Body)
+	}
+
+	alice := h.admit("alice")
+	if alice.PurchasePath == "" || !strings.Contains(h.buyPath(h.items[0]), alice.PurchasePath) {
+		t.Fatalf("admitted answer %+v lacks the purchase path", alice)
+	}
+	signer, _ := admission.NewSigner(gateKey)
+	forged, _ := admission.NewSigner([]byte("not-the-gateway-secret-0123456789abcdef"))
+	exp := time.Now().Add(time.Minute)
+
+	steps := []struct {
+		name  string
+		user  string
+		token string
+		want  int
+		code  string
+	}{
+		{"no token", "bob", "", 403, "NOT_ADMITTED"},
+		{"garbage token", "bob", "a1.xxx.yyy", 403, "NOT_ADMITTED"},
+		{"forged token", "bob", forged.Sign(admission.Token{SaleID: h.saleID, UserID: "bob", ID: "t", Expires: exp}), 403, "NOT_ADMITTED"},
+		{"another user's token", "bob", alice.AdmissionToken, 403, "NOT_ADMITTED"},
+		{"token of another sale", "bob", signer.Sign(admission.Token{SaleID: h.saleID + 1, UserID: "bob", ID: "t", Expires: exp}), 403, "NOT_ADMITTED"},
+		{"expired token", "bob", signer.Sign(admission.Token{SaleID: h.saleID, UserID: "bob", ID: "t", Expires: time.Now().Add(-time.Second)}), 403, "NOT_ADMITTED"},
+		{"admitted shopper buys", "alice", alice.AdmissionToken, 202, ""},
+		{"the token is spent by the purchase", "alice", alice.AdmissionToken, 403, "NOT_ADMITTED"},
+		{"listed test account bypasses the queue", "tester", "", 202, ""},
+	}
+	for _, s := range steps {
+		got := h.buyWithToken(s.user, s.token)
+		if got.Status != s.want || got.Error != s.code {
+			t.Fatalf("%s: got %d %q, want %d %q", s.name, got.Status, got.Error, s.want, s.code)
+		}
+	}
+	if left := h.left(h.items[0]); left != 8 {
+		t.Fatalf("stock left %d, want 8 (two purchases, every refusal free)", left)
+	}
+
+	// A ticket is the holder's only: another shopper polling it sees 404.
+	code, _ := h.queue("POST", fmt.Sprintf("/api/flash-sales/%d/queue", h.saleID), "carol", nil)
+	if code != 200 {
+		t.Fatalf("carol joins: %d", code)
+	}
+	if code, q := h.queue("GET", fmt.Sprintf("/api/flash-sales/%d/queue/%s", h.saleID, alice.Ticket), "carol", nil); code != 404 {
+		t.Fatalf("carol polls alice's ticket: %d %+v, want 404", code, q)
+	}
+}
+
+func TestQueueJoinNeedsProofOfWork(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{5}, startsIn: -time.Minute, queue: true, pow: 10})
+	join := fmt.Sprintf("/api/flash-sales/%d/queue", h.saleID)
+	if code, q := h.queue("POST", join, "alice", nil); code != 403 || q.Error != "BAD_PROOF" {
+		t.Fatalf("join without proof: %d %+v, want 403 BAD_PROOF", code, q)
+	}
+	var ch struct {
+		Challenge  string `json:"challenge"`
+		Difficulty int    `json:"difficulty"`
+	}
+	a := h.doWith("GET", h.base+join+"/challenge", "alice", nil, nil)
+	if err := json.Unmarshal(a.Body, &ch); err != nil || a.Status != 200 || ch.Difficulty != 10 {
+		t.Fatalf("challenge: %d %s", a.Status, a.Body)
+	}
+	body, _ := json.Marshal(map[string]string{"challenge": ch.Challenge, "nonce": admission.Solve(ch.Challenge, ch.Difficulty)})
+	if code, q := h.queue("POST", join, "bob", body); code != 403 {
+		t.Fatalf("bob reusing alice's solved challenge: %d %+v, want 403", code, q)
+	}
+	if code, q := h.queue("POST", join, "alice", body); code != 200 || q.Ticket == "" {
+		t.Fatalf("join with proof: %d %+v", code, q)
+	}
+}
+
+func TestRateLimitsPerUserAndPerIP(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{100}, startsIn: -time.Minute,
+		env: map[string]string{"FLASHSALE_TRUSTED_PROXIES": "127.0.0.1/32"}})
+	admin := func(method, body, token string) answer {
+		return h.doWith(method, h.admin+"/admin/limits", "", map[string]string{"Authorization": "Bearer " + token}, []byte(body))
+	}
+	if got := admin("PUT", `{"purchase":{"user":{"rate":0.01,"burst":1}}}`, "wrong-token-xxxxxxxx"); got.Status != 401 {
+		t.Fatalf("limits changed with a wrong admin credential: %d", got.Status)
+	}
+	if got := admin("PUT", `{"purchase":{"user":{"rate":0.01,"burst":2},"ip":{"rate":0.01,"burst":3}}}`, "test-admin-token-0123"); got.Status != 200 {
+		t.Fatalf("set limits: %d %s", got.Status, got.Body)
+	}
+	buy := func(user, xff string) answer {
+		return h.doWith("POST", h.base+h.buyPath(h.items[0]), user, map[string]string{"X-Forwarded-For": xff}, nil)
+	}
+	// Per user: the third request of one shopper is refused, whatever the IP.
+	for i, want := range []int{202, 409, 429} {
+		got := buy("alice", fmt.Sprintf("203.0.113.%d", i+1))
+		if got.Status != want {
+			t.Fatalf("alice request %d: %d %q, want %d", i+1, got.Status, got.Error, want)
+		}
+		if want == 429 && (got.Retry == "" || got.Error != "RATE_LIMITED") {
+			t.Fatalf("429 without Retry-After or code: %+v", got)
+		}
+	}
+	// Per IP, taken from X-Forwarded-For behind a trusted proxy.
+	for i, want := range []int{202, 202, 202, 429} {
+		if got := buy(fmt.Sprintf("ip-user-%d", i), "198.51.100.7"); got.Status != want {
+			t.Fatalf("request %d from one client IP: %d, want %d", i+1, got.Status, want)
+		}
+	}
+	// A client cannot dodge the limit by writing its own X-Forwarded-For entry
+	// to the left of the one the trusted proxy appended.
+	if got := buy("ip-user-9", "1.2.3.4, 198.51.100.7"); got.Status != 429 {
+		t.Fatalf("spoofed left-most X-Forwarded-For: %d, want 429", got.Status)
+	}
+}
+
+// Two gateways: the sold-out flag each set clears on both when a unit comes back.
+func TestSoldOutFlagClearsOnEveryGateway(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{1}, startsIn: -time.Minute})
+	gw1 := h.base
+	h.startGateway(harnessOpts{quantities: []int{1}})
+	gw2 := h.base
+	buy := func(base, user string) answer {
+		return h.doWith("POST", base+h.buyPath(h.items[0]), user, nil, nil)
+	}
+	first := buy(gw1, "alice")
+	if first.Status != 202 {
+		t.Fatalf("alice on gateway 1: %d", first.Status)
+	}
+	for _, base := range []string{gw1, gw2} {
+		for range 2 { // the second answer comes from the in-process flag
+			if got := buy(base, "bob"); got.Status != 410 {
+				t.Fatalf("bob on %s: %d, want 410", base, got.Status)
+			}
+		}
+	}
+	if ok, err := h.stock.Release(t.Context(), h.saleID, h.items[0], "alice", first.OrderID); err != nil || !ok {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	// Both gateways sell the returned unit within the bound (pub/sub, or the
+	// stock poll at the latest). One sells it; the other then says 410 again.
+	deadline := time.Now().Add(3 * time.Second)
+	cleared := map[string]bool{}
+	for len(cleared) < 2 && time.Now().Before(deadline) {
+		for _, base := range []string{gw1, gw2} {
+			if cleared[base] {
+				continue
+			}
+			if info := h.doWith("GET", fmt.Sprintf("%s/api/flash-sales/%d", base, h.saleID), "", nil, nil); strings.Contains(string(info.Body), `"soldOut":false`) {
+				cleared[base] = true
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(cleared) != 2 {
+		t.Fatalf("sold-out flag cleared on %d of 2 gateways within 3s", len(cleared))
+	}
+	if got := buy(gw2, "bob"); got.Status != 202 {
+		t.Fatalf("bob on gateway 2 after the return: %d, want 202", got.Status)
+	}
+}
