@@ -3,11 +3,13 @@ module flashsale/loadtest
 go 1.26.8
 
 replace (
+	flashsale/e2e => ../e2e
 	flashsale/lua => ../lua
 	flashsale/pkg => ../pkg
 )
 
 require (
+	flashsale/e2e v0.0.0-00010101000000-000000000000
 	flashsale/pkg v0.0.0-00010101000000-000000000000
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.13.0

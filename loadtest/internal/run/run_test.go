@@ -1,0 +1,54 @@
+package run
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"flashsale/e2e/harness"
+	"flashsale/pkg/testenv"
+)
+
+// A small whole sale through the real binaries: the audit must pass and the
+// last stdout line must be the JSON summary with the documented keys.
+func TestSmallSaleEndToEnd(t *testing.T) {
+	s := harness.Start(t, harness.Options{Env: map[string]string{"FLASHSALE_TRUSTED_PROXIES": "127.0.0.1/32"}})
+	o := Defaults()
+	o.GatewayURL, o.AdminURL, o.AdminToken = s.GatewayURL, s.AdminURL, harness.AdminToken
+	o.JWTKey = harness.JWTKey
+	o.PostgresDSN, o.RedisAddr = testenv.PostgresDSN(), testenv.RedisAddr()
+	o.Users, o.Stock, o.Items = 3000, 300, 2
+	o.Connections, o.Workers, o.MaxWorkers = 32, 16, 32
+	o.Duration, o.OpenIn, o.PersistTimeout = 60*time.Second, time.Second, 30*time.Second
+	o.PollSample = 300
+	o.OutDir = t.TempDir()
+
+	var out bytes.Buffer
+	rep, err := Run(testenv.Context(t), o, &out, io.Discard)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if rep.Outcomes["accepted"] != 300 || rep.Requests != 3000 {
+		t.Fatalf("outcomes %v over %d requests: want 300 accepted of 3000", rep.Outcomes, rep.Requests)
+	}
+	if rep.Polled["PENDING"] != 300 {
+		t.Errorf("polling endpoint statuses %v, want all 300 PENDING", rep.Polled)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var summary map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &summary); err != nil {
+		t.Fatalf("last stdout line is not JSON: %q", lines[len(lines)-1])
+	}
+	for _, k := range []string{"requests", "accepted", "sold_out", "already_purchased", "rate_limited", "not_admitted", "errors",
+		"sell_out_ms", "persist_ms", "p50_ms", "p99_ms", "oversold", "lost", "duplicates", "stock_conserved"} {
+		if _, ok := summary[k]; !ok {
+			t.Errorf("summary lacks %q: %v", k, summary)
+		}
+	}
+	if summary["oversold"] != 0.0 || summary["lost"] != 0.0 || summary["duplicates"] != 0.0 || summary["stock_conserved"] != true {
+		t.Errorf("audit in summary: %v", summary)
+	}
+}
