@@ -38,6 +38,54 @@ func waitPersisted(ctx context.Context, pool *pgxpool.Pool, accepted map[string]
 	}
 }
 
+// rowWatch samples the sale's order row count over time.
+type rowWatch struct {
+	mu      sync.Mutex
+	samples []rowSample
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+type rowSample struct {
+	at   time.Time
+	rows int
+}
+
+// watchRows counts the sale's order rows every few milliseconds until stop.
+func watchRows(ctx context.Context, pool *pgxpool.Pool, saleID int64) *rowWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &rowWatch{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			var n int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM flash_sale_order WHERE sale_id = $1`, saleID).Scan(&n); err == nil {
+				w.mu.Lock()
+				w.samples = append(w.samples, rowSample{time.Now(), n})
+				w.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	return w
+}
+
+// stop ends the watch and returns when the count first reached want
+// (zero if it never did while watched).
+func (w *rowWatch) stop(want int) time.Time {
+	w.cancel()
+	<-w.done
+	for _, s := range w.samples {
+		if s.rows >= want {
+			return s.at
+		}
+	}
+	return time.Time{}
+}
+
 // waitReleases waits (bounded) until the outbox of the sale is drained, so
 // the audit sees rejected units returned.
 func waitReleases(ctx context.Context, pool *pgxpool.Pool, saleID int64, timeout time.Duration) {
