@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"flashsale/pkg/crowd"
 	"flashsale/loadtest/internal/stackapi"
+	"flashsale/pkg/crowd"
 )
 
 // waitPersisted polls PostgreSQL until every accepted order has a row and

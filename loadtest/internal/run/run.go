@@ -20,9 +20,9 @@ import (
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
 	"flashsale/loadtest/internal/audit"
+	"flashsale/loadtest/internal/stackapi"
 	"flashsale/pkg/crowd"
 	"flashsale/pkg/outcome"
-	"flashsale/loadtest/internal/stackapi"
 	"flashsale/pkg/stock"
 )
 
