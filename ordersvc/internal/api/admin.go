@@ -1,0 +1,137 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"flashsale/ordersvc/internal/sale"
+	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/stock"
+)
+
+// AdminTimeout bounds one admin operation (fasthttp's own Deadline is always zero).
+const AdminTimeout = 30 * time.Second
+
+// Admin serves the operators' endpoints on the admin listener.
+type Admin struct {
+	sales     *sale.Service
+	tokenHash [sha256.Size]byte
+	health    *Health
+	log       *slog.Logger
+}
+
+// NewAdmin builds the admin API; token is the bearer credential.
+func NewAdmin(s *sale.Service, token []byte, h *Health, log *slog.Logger) *Admin {
+	return &Admin{sales: s, tokenHash: sha256.Sum256(token), health: h, log: log}
+}
+
+// Handler routes the admin listener; timeouts derive from base (see
+// Public.Handler). Health and metrics need no token: probes and scrapers
+// reach them on the internal listener.
+func (a *Admin) Handler(base context.Context) fasthttp.RequestHandler {
+	r := router.New()
+	with := func(h func(context.Context, *fasthttp.RequestCtx)) fasthttp.RequestHandler {
+		return a.auth(func(ctx *fasthttp.RequestCtx) { h(base, ctx) })
+	}
+	r.POST("/admin/sales", with(a.createSale))
+	r.GET("/admin/sales/{saleId}", with(a.getSale))
+	r.POST("/admin/sales/{saleId}/load-stock", with(a.loadStock))
+	a.health.register(base, r)
+	r.NotFound = notFound
+	r.MethodNotAllowed = methodNotAllowed
+	return Recover(a.log, r.Handler)
+}
+
+// auth compares SHA-256 digests in constant time, so neither the token nor
+// its length leaks through timing.
+func (a *Admin) auth(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		got := sha256.Sum256(bearer(ctx))
+		if subtle.ConstantTimeCompare(got[:], a.tokenHash[:]) != 1 {
+			writeUnauthorized(ctx)
+			return
+		}
+		next(ctx)
+	}
+}
+
+func saleID(ctx *fasthttp.RequestCtx) (int64, bool) {
+	raw, _ := ctx.UserValue("saleId").(string)
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		writeError(ctx, fasthttp.StatusBadRequest, CodeBadRequest, "sale id must be a positive integer")
+		return 0, false
+	}
+	return id, true
+}
+
+func (a *Admin) createSale(base context.Context, rctx *fasthttp.RequestCtx) {
+	ns, err := sale.DecodeCreate(rctx.PostBody())
+	if err != nil {
+		writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(base, AdminTimeout)
+	defer cancel()
+	v, err := a.sales.Create(ctx, ns)
+	if err != nil {
+		a.fail(rctx, "create sale", err)
+		return
+	}
+	a.log.Info("sale created", "sale", v.ID, "items", len(v.Items))
+	writeJSON(rctx, fasthttp.StatusCreated, v)
+}
+
+func (a *Admin) getSale(base context.Context, rctx *fasthttp.RequestCtx) {
+	id, ok := saleID(rctx)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(base, AdminTimeout)
+	defer cancel()
+	v, err := a.sales.Describe(ctx, id)
+	if err != nil {
+		a.fail(rctx, "describe sale", err)
+		return
+	}
+	writeJSON(rctx, fasthttp.StatusOK, v)
+}
+
+func (a *Admin) loadStock(base context.Context, rctx *fasthttp.RequestCtx) {
+	id, ok := saleID(rctx)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(base, AdminTimeout)
+	defer cancel()
+	res, err := a.sales.LoadStock(ctx, id)
+	if err != nil {
+		a.fail(rctx, "load stock", err)
+		return
+	}
+	a.log.Info("stock loaded", "sale", id, "items", len(res.Items), "holders", res.Holders)
+	writeJSON(rctx, fasthttp.StatusOK, res)
+}
+
+func (a *Admin) fail(rctx *fasthttp.RequestCtx, op string, err error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(rctx, fasthttp.StatusNotFound, CodeNotFound, "no such sale")
+	case errors.Is(err, sale.ErrInvalid):
+		writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, err.Error())
+	case errors.Is(err, stock.ErrNotLoaded):
+		writeError(rctx, fasthttp.StatusServiceUnavailable, CodeUnavailable, "stock not loaded in Redis")
+	default:
+		a.log.Warn("admin request failed", "op", op, "err", err)
+		rctx.Response.Header.Set("Retry-After", "1")
+		writeError(rctx, fasthttp.StatusServiceUnavailable, CodeUnavailable, op+" failed: "+err.Error())
+	}
+}

@@ -1,0 +1,88 @@
+package api
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"flashsale/ordersvc/internal/metrics"
+	"flashsale/ordersvc/internal/store"
+)
+
+// ReadyChecker reports whether a component can do its work (the consumer).
+type ReadyChecker interface {
+	Ready() error
+}
+
+// Health answers /healthz, /readyz and /metrics.
+type Health struct {
+	store    *store.Store
+	checks   map[string]ReadyChecker
+	metrics  *metrics.Counters
+	draining atomic.Bool
+}
+
+// NewHealth builds the health endpoints; checks are named components that
+// must be ready besides PostgreSQL.
+func NewHealth(st *store.Store, m *metrics.Counters, checks map[string]ReadyChecker) *Health {
+	return &Health{store: st, metrics: m, checks: checks}
+}
+
+// Drain marks the service unready, first step of shutdown, so load
+// balancers stop sending before the listeners close.
+func (h *Health) Drain() { h.draining.Store(true) }
+
+func (h *Health) register(base context.Context, r *router.Router) {
+	r.GET("/healthz", h.healthz)
+	r.GET("/readyz", func(ctx *fasthttp.RequestCtx) { h.readyz(base, ctx) })
+	r.GET("/metrics", h.serveMetrics)
+}
+
+var bodyOK = []byte(`{"status":"ok"}`)
+
+func (h *Health) healthz(ctx *fasthttp.RequestCtx) { writeRaw(ctx, fasthttp.StatusOK, bodyOK) }
+
+type readiness struct {
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks"`
+}
+
+func (h *Health) readyz(base context.Context, rctx *fasthttp.RequestCtx) {
+	res := readiness{Status: "ok", Checks: map[string]string{}}
+	fail := func(name, msg string) {
+		res.Status = "unavailable"
+		res.Checks[name] = msg
+	}
+	if h.draining.Load() {
+		fail("service", "shutting down")
+	}
+	ctx, cancel := context.WithTimeout(base, time.Second)
+	err := h.store.Ping(ctx)
+	cancel()
+	if err != nil {
+		fail("postgres", err.Error())
+	} else {
+		res.Checks["postgres"] = "ok"
+	}
+	for name, c := range h.checks {
+		if err := c.Ready(); err != nil {
+			fail(name, err.Error())
+		} else {
+			res.Checks[name] = "ok"
+		}
+	}
+	status := fasthttp.StatusOK
+	if res.Status != "ok" {
+		status = fasthttp.StatusServiceUnavailable
+		rctx.Response.Header.Set("Retry-After", "1")
+	}
+	writeJSON(rctx, status, res)
+}
+
+func (h *Health) serveMetrics(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
+	_, _ = h.metrics.WriteTo(ctx) // writes into the response buffer; cannot fail
+}

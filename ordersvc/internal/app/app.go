@@ -1,0 +1,93 @@
+// Package app is the ordersvc command line: one Run over subcommands,
+// each in its own file. main only wires signals and exits.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/rueidis"
+
+	"flashsale/ordersvc/internal/config"
+)
+
+// ErrUsage marks a bad command line.
+var ErrUsage = errors.New("usage")
+
+const usage = `usage: ordersvc [command] [flags]
+
+commands:
+  serve        migrate, then run the consumer, relay, public and admin APIs (default)
+  migrate      apply the database migrations
+  create-sale  --name N --starts-at (RFC3339|+30s) --duration 1h --payment-ttl 10m --item name:price:quantity[:productId] ...
+  load-stock   --sale ID   load a sale's stock and holders into Redis from PostgreSQL
+
+configuration comes from FLASHSALE_* environment variables (see internal/config).
+`
+
+// Run executes the command in args (without the program name) and returns
+// its error; it prints command output to stdout and logs to stderr.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	mode := config.Tool
+	if cmd == "serve" {
+		mode = config.Serve
+	}
+	switch cmd {
+	case "serve", "migrate", "create-sale", "load-stock":
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		return fmt.Errorf("%w: unknown command %q\n%s", ErrUsage, cmd, usage)
+	}
+	cfg, err := config.Load(getenv, mode)
+	if err != nil {
+		return fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", "ordersvc")
+	switch cmd {
+	case "migrate":
+		return runMigrate(ctx, cfg, args, stdout)
+	case "create-sale":
+		return runCreateSale(ctx, cfg, args, stdout)
+	case "load-stock":
+		return runLoadStock(ctx, cfg, args, stdout)
+	default:
+		if len(args) > 0 {
+			return fmt.Errorf("%w: serve takes no arguments, got %q", ErrUsage, args)
+		}
+		return Serve(ctx, cfg, log)
+	}
+}
+
+func openPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, cfg.PGDSN)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect postgres: %w", err)
+	}
+	return pool, nil
+}
+
+func openRedis(cfg config.Config) (rueidis.Client, error) {
+	// The stock keys are written by scripts and read once per admin call:
+	// client-side caching would only add invalidation traffic.
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{cfg.RedisAddr}, DisableCache: true})
+	if err != nil {
+		return nil, fmt.Errorf("connect redis %s: %w", cfg.RedisAddr, err)
+	}
+	return rc, nil
+}

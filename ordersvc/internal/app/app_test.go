@@ -1,0 +1,250 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/google/uuid"
+	"github.com/valyala/fasthttp"
+
+	"flashsale/ordersvc/internal/app"
+	"flashsale/ordersvc/internal/sale"
+	"flashsale/pkg/auth"
+	"flashsale/pkg/event"
+	"flashsale/pkg/testenv"
+)
+
+const (
+	jwtKey     = "0123456789abcdef0123456789abcdef"
+	adminToken = "admin-token-0123456789"
+)
+
+func getenv(env map[string]string) func(string) string {
+	return func(k string) string { return env[k] }
+}
+
+func TestRunCommandLine(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr error
+		wantIn  string // substring of the error or output
+	}{
+		{"help", []string{"help"}, nil, nil, "create-sale"},
+		{"unknown command", []string{"frobnicate"}, nil, app.ErrUsage, "unknown command"},
+		{"serve without secrets", []string{"serve"}, nil, nil, "FLASHSALE_ADMIN_TOKEN"},
+		{"bad flag", []string{"load-stock", "--nope"}, nil, app.ErrUsage, "nope"},
+		{"load-stock without a sale", []string{"load-stock"}, nil, app.ErrUsage, "--sale"},
+		{"create-sale with a bad item", []string{"create-sale", "--name", "x", "--starts-at", "+1s", "--item", "x:1"}, nil, sale.ErrInvalid, "name:price:quantity"},
+		{"create-sale with every problem", []string{"create-sale", "--starts-at", "+1s", "--payment-ttl", "0s"}, nil, sale.ErrInvalid, "paymentTtl"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := app.Run(context.Background(), tt.args, getenv(tt.env), &out)
+			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Fatalf("got %v, want %v", err, tt.wantErr)
+			}
+			if got := fmt.Sprint(err) + out.String(); !strings.Contains(got, tt.wantIn) {
+				t.Errorf("got %q, want it to contain %q", got, tt.wantIn)
+			}
+		})
+	}
+}
+
+// create-sale prints the sale; load-stock twice prints the same numbers.
+func TestCreateSaleAndLoadStock(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, testenv.PostgresAddr(), testenv.RedisAddr())
+	ctx := testenv.Context(t)
+	env := getenv(map[string]string{"FLASHSALE_PG_DSN": testenv.PostgresDSN(), "FLASHSALE_REDIS_ADDR": testenv.RedisAddr()})
+	var out bytes.Buffer
+	if err := app.Run(ctx, []string{"migrate"}, env, &out); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err := app.Run(ctx, []string{"create-sale", "--name", "cli " + t.Name(), "--starts-at", "+30s", "--duration", "2h",
+		"--payment-ttl", "5m", "--item", "phone:199.99:10:sku-1", "--item", "case:5:3"}, env, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v sale.View
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatalf("create-sale output %q: %v", out.String(), err)
+	}
+	if len(v.Items) != 2 || v.Items[0].ProductID != "sku-1" || v.Items[1].ProductID != "case" || v.Items[1].Price != "5.00" ||
+		v.PaymentTTLSeconds != 300 || v.EndsAt.Sub(v.StartsAt) != 2*time.Hour {
+		t.Fatalf("created sale: %s", out.String())
+	}
+	var first string
+	for run := 1; run <= 2; run++ {
+		out.Reset()
+		if err := app.Run(ctx, []string{"load-stock", "--sale", fmt.Sprint(v.ID)}, env, &out); err != nil {
+			t.Fatal(err)
+		}
+		var res sale.LoadResult
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.SaleID != v.ID || len(res.Items) != 2 || res.Items[0].Left != 10 || res.Items[1].Left != 3 {
+			t.Errorf("load %d: %s", run, out.String())
+		}
+		if run == 1 {
+			first = out.String()
+		} else if out.String() != first {
+			t.Errorf("second load differs:\n%s\nfirst:\n%s", out.String(), first)
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func call(t *testing.T, method, url, authz, body string) (int, []byte) {
+	t.Helper()
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(url)
+	req.Header.SetMethod(method)
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	req.SetBodyString(body)
+	if err := fasthttp.DoTimeout(req, resp, 5*time.Second); err != nil {
+		return 0, []byte(err.Error())
+	}
+	return resp.StatusCode(), append([]byte(nil), resp.Body()...)
+}
+
+// The whole service: admin creates and loads a sale, an event on the
+// orders topic becomes an order the shopper can read, and a cancelled
+// context shuts everything down cleanly. As in the e2e harness, the topic
+// does not exist when the service starts: the first publish creates it.
+func TestServe(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, testenv.PostgresAddr(), testenv.RedisAddr(), testenv.KafkaBrokers())
+	suffix := uuid.NewString()[:8]
+	topic, dlq := "test-serve-"+suffix, "test-serve-"+suffix+".dlq"
+	publicAddr, adminAddr := freeAddr(t), freeAddr(t)
+	env := getenv(map[string]string{
+		"FLASHSALE_PG_DSN": testenv.PostgresDSN(), "FLASHSALE_REDIS_ADDR": testenv.RedisAddr(),
+		"FLASHSALE_KAFKA_BROKERS": testenv.KafkaBrokers(), "FLASHSALE_ORDERS_TOPIC": topic, "FLASHSALE_DLQ_TOPIC": dlq,
+		"FLASHSALE_CONSUMER_GROUP": "test-serve-" + suffix, "FLASHSALE_JWT_HS256_KEY": jwtKey, "FLASHSALE_ADMIN_TOKEN": adminToken,
+		"FLASHSALE_ORDERSVC_ADDR": publicAddr, "FLASHSALE_ORDERSVC_ADMIN_ADDR": adminAddr, "FLASHSALE_SHUTDOWN_TIMEOUT": "5s",
+		"FLASHSALE_LOG_LEVEL": "warn",
+	})
+	ctx := testenv.Context(t)
+
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(sctx, []string{"serve"}, env, &bytes.Buffer{}) }()
+	t.Cleanup(stop)
+	admin, public := "http://"+adminAddr, "http://"+publicAddr
+	bearer := "Bearer " + adminToken
+
+	waitFor(t, "ready", func() (bool, string) {
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended early: %v", err)
+		default:
+		}
+		code, body := call(t, "GET", admin+"/readyz", "", "")
+		return code == 200, string(body)
+	})
+
+	code, body := call(t, "POST", admin+"/admin/sales", bearer, fmt.Sprintf(
+		`{"name":"serve %s","startsAt":%q,"endsAt":%q,"paymentTtlSeconds":600,"items":[{"productId":"p","name":"phone","price":"10.00","quantity":2}]}`,
+		suffix, time.Now().Add(-time.Minute).Format(time.RFC3339), time.Now().Add(time.Hour).Format(time.RFC3339)))
+	if code != 201 {
+		t.Fatalf("create sale: %d %s", code, body)
+	}
+	var v sale.View
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := call(t, "POST", fmt.Sprintf("%s/admin/sales/%d/load-stock", admin, v.ID), bearer, ""); code != 200 {
+		t.Fatalf("load stock: %d %s", code, body)
+	}
+
+	ev := event.OrderPlaced{Version: 1, OrderID: uuid.New(), SaleID: v.ID, ItemID: v.Items[0].ID, UserID: "alice", PlacedAt: time.Now()}
+	publish(t, topic, ev)
+	tok, err := auth.MintHS256([]byte(jwtKey), "alice", "flashsale", "", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "order visible to its owner", func() (bool, string) {
+		code, body := call(t, "GET", public+"/api/flash-sales/orders/"+ev.OrderID.String(), "Bearer "+tok, "")
+		return code == 200 && bytes.Contains(body, []byte(`"status":"PENDING"`)), fmt.Sprintf("%d %s", code, body)
+	})
+	if code, body := call(t, "GET", public+"/metrics", "", ""); code != 200 || !bytes.Contains(body, []byte("orders_persisted_total 1")) {
+		t.Errorf("metrics: %d %s", code, body)
+	}
+	if code, body := call(t, "GET", fmt.Sprintf("%s/admin/sales/%d", admin, v.ID), bearer, ""); code != 200 || !bytes.Contains(body, []byte(`"sold":1`)) {
+		t.Errorf("describe: %d %s", code, body)
+	}
+
+	start := time.Now()
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve returned %v after a clean shutdown", err)
+		}
+		t.Logf("shutdown took %s", time.Since(start))
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop within 15s")
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached in 20s; last: %s", what, state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func publish(t *testing.T, topic string, ev event.OrderPlaced) {
+	t.Helper()
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": testenv.KafkaBrokers(), "acks": "all", "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	b, err := ev.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports := make(chan kafka.Event, 1)
+	if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+		Key: []byte(fmt.Sprint(ev.ItemID)), Value: b}, reports); err != nil {
+		t.Fatal(err)
+	}
+	if m := (<-reports).(*kafka.Message); m.TopicPartition.Error != nil {
+		t.Fatal(m.TopicPartition.Error)
+	}
+}

@@ -1,0 +1,130 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"golang.org/x/sync/errgroup"
+
+	"flashsale/ordersvc/internal/api"
+	"flashsale/ordersvc/internal/config"
+	"flashsale/ordersvc/internal/consumer"
+	"flashsale/ordersvc/internal/metrics"
+	"flashsale/ordersvc/internal/relay"
+	"flashsale/ordersvc/internal/sale"
+	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/auth"
+	"flashsale/pkg/stock"
+)
+
+// Serve migrates the database, then runs the consumer, the relay and both
+// listeners until ctx ends, and shuts them down in order: unready, stop
+// accepting, finish the in-flight batch and commit its offsets, flush the
+// dead-letter producer, close the clients and pools.
+func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	verifier, err := auth.NewVerifier(cfg.JWTKey, nil, cfg.JWTIssuer, "")
+	if err != nil {
+		return fmt.Errorf("jwt verifier: %w", err)
+	}
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	from, to, err := store.Migrate(ctx, pool)
+	if err != nil {
+		return err
+	}
+	log.Info("schema ready", "from", from, "to", to)
+	rc, err := openRedis(cfg)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+
+	st, stk, m := store.New(pool), stock.New(rc), &metrics.Counters{}
+	rl := relay.New(st, stk, log.With("component", "relay"), m)
+	cons, err := consumer.New(consumer.Config{
+		Brokers: cfg.KafkaBrokers, Topic: cfg.OrdersTopic, DLQTopic: cfg.DLQTopic, Group: cfg.ConsumerGroup,
+		BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, ShutdownTimeout: cfg.ShutdownTimeout,
+	}, st, stk, rl, log.With("component", "consumer"), m)
+	if err != nil {
+		return err
+	}
+	health := api.NewHealth(st, m, map[string]api.ReadyChecker{"kafka-consumer": cons})
+	// Requests in flight at shutdown finish (their own timeouts bound them,
+	// well inside ShutdownTimeout) rather than fail on the cancelled root.
+	base := context.WithoutCancel(ctx)
+	public := newServer("ordersvc-public", api.NewPublic(st, rc, verifier, health, log).Handler(base), 64<<10, log)
+	admin := newServer("ordersvc-admin", api.NewAdmin(sale.NewService(st, stk), cfg.AdminToken, health, log).Handler(base), 2<<20, log)
+
+	var lc net.ListenConfig
+	publicLn, err := lc.Listen(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		cons.Close()
+		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+	}
+	adminLn, err := lc.Listen(ctx, "tcp", cfg.AdminAddr)
+	if err != nil {
+		publicLn.Close()
+		cons.Close()
+		return fmt.Errorf("listen %s: %w", cfg.AdminAddr, err)
+	}
+	log.Info("ordersvc serving", "public", publicLn.Addr().String(), "admin", adminLn.Addr().String(),
+		"topic", cfg.OrdersTopic, "group", cfg.ConsumerGroup)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serveHTTP(public, publicLn) })
+	g.Go(func() error { return serveHTTP(admin, adminLn) })
+	g.Go(func() error { return cons.Run(gctx) })
+	g.Go(func() error { return rl.Run(gctx, cfg.RelayInterval) })
+	g.Go(func() error {
+		<-gctx.Done()
+		health.Drain()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), cfg.ShutdownTimeout)
+		defer cancel()
+		return errors.Join(shutdownHTTP(sctx, "public", public), shutdownHTTP(sctx, "admin", admin))
+	})
+	err = g.Wait()
+	log.Info("ordersvc stopped", "err", err)
+	return err
+}
+
+func newServer(name string, h fasthttp.RequestHandler, maxBody int, log *slog.Logger) *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:               h,
+		Name:                  name,
+		ReadTimeout:           5 * time.Second,
+		WriteTimeout:          5 * time.Second,
+		IdleTimeout:           30 * time.Second, // Shutdown does not close keep-alive connections otherwise
+		MaxRequestBodySize:    maxBody,
+		NoDefaultServerHeader: true,
+		Logger:                fasthttpLogger{log},
+	}
+}
+
+func serveHTTP(s *fasthttp.Server, ln net.Listener) error {
+	if err := s.Serve(ln); err != nil {
+		return fmt.Errorf("serve %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+func shutdownHTTP(ctx context.Context, name string, s *fasthttp.Server) error {
+	if err := s.ShutdownWithContext(ctx); err != nil {
+		return fmt.Errorf("shutdown %s listener: %w", name, err)
+	}
+	return nil
+}
+
+// fasthttpLogger sends fasthttp's own messages (connection errors) to slog.
+type fasthttpLogger struct{ log *slog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Debug("fasthttp", "msg", fmt.Sprintf(format, args...))
+}

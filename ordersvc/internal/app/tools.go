@@ -1,0 +1,127 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"flashsale/ordersvc/internal/config"
+	"flashsale/ordersvc/internal/sale"
+	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/stock"
+)
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("print result: %w", err)
+	}
+	return nil
+}
+
+func newFlags(name string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUsage, fs.Name(), err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: %s: unexpected arguments %q", ErrUsage, fs.Name(), fs.Args())
+	}
+	return nil
+}
+
+func runMigrate(ctx context.Context, cfg config.Config, args []string, stdout io.Writer) error {
+	if err := parseFlags(newFlags("migrate", stdout), args); err != nil {
+		return err
+	}
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	from, to, err := store.Migrate(ctx, pool)
+	if err != nil {
+		return err
+	}
+	return printJSON(stdout, map[string]int32{"fromVersion": from, "toVersion": to})
+}
+
+type itemFlags []string
+
+func (f *itemFlags) String() string     { return strings.Join(*f, ",") }
+func (f *itemFlags) Set(v string) error { *f = append(*f, v); return nil }
+
+func runCreateSale(ctx context.Context, cfg config.Config, args []string, stdout io.Writer) error {
+	fs := newFlags("create-sale", stdout)
+	name := fs.String("name", "", "sale name (required)")
+	startsAt := fs.String("starts-at", "", "start time, RFC 3339 or +duration from now, e.g. +30s (required)")
+	duration := fs.Duration("duration", time.Hour, "how long the sale stays open")
+	ttl := fs.Duration("payment-ttl", 10*time.Minute, "time a PENDING order has to be paid")
+	var items itemFlags
+	fs.Var(&items, "item", "name:price:quantity[:productId], repeatable (at least one)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	start, err := sale.ParseStart(*startsAt, time.Now())
+	if err != nil {
+		return err
+	}
+	ns := store.NewSale{Name: *name, StartsAt: start, EndsAt: start.Add(*duration), PaymentTTL: *ttl}
+	for _, spec := range items {
+		it, err := sale.ParseItem(spec)
+		if err != nil {
+			return err
+		}
+		ns.Items = append(ns.Items, it)
+	}
+	if err := sale.Validate(ns); err != nil {
+		return err
+	}
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	// No Redis here: loading stock is its own step (load-stock).
+	v, err := sale.NewService(store.New(pool), nil).Create(ctx, ns)
+	if err != nil {
+		return err
+	}
+	return printJSON(stdout, v)
+}
+
+func runLoadStock(ctx context.Context, cfg config.Config, args []string, stdout io.Writer) error {
+	fs := newFlags("load-stock", stdout)
+	id := fs.Int64("sale", 0, "sale id (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *id <= 0 {
+		return fmt.Errorf("%w: load-stock: --sale must be a positive sale id", ErrUsage)
+	}
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rc, err := openRedis(cfg)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	res, err := sale.NewService(store.New(pool), stock.New(rc)).LoadStock(ctx, *id)
+	if err != nil {
+		return err
+	}
+	return printJSON(stdout, res)
+}

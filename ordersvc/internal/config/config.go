@@ -1,0 +1,152 @@
+// Package config is the one typed configuration of the ordersvc binary: every
+// setting, its environment name and its default, read in one place and
+// validated before anything dials out.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	pkgconfig "flashsale/pkg/config"
+)
+
+// Mode says which secrets a subcommand needs: the tools that only talk to
+// PostgreSQL and Redis must not demand the HTTP credentials.
+type Mode int
+
+const (
+	// Tool is migrate, create-sale and load-stock.
+	Tool Mode = iota
+	// Serve is the long-running service with its two listeners.
+	Serve
+)
+
+// Secret is a credential; it never prints.
+type Secret []byte
+
+// String hides the value from fmt and logs.
+func (Secret) String() string { return "[redacted]" }
+
+// LogValue hides the value from slog.
+func (Secret) LogValue() slog.Value { return slog.StringValue("[redacted]") }
+
+// Config is every setting of ordersvc.
+type Config struct {
+	PGDSN           string        // FLASHSALE_PG_DSN
+	RedisAddr       string        // FLASHSALE_REDIS_ADDR
+	KafkaBrokers    string        // FLASHSALE_KAFKA_BROKERS
+	OrdersTopic     string        // FLASHSALE_ORDERS_TOPIC
+	DLQTopic        string        // FLASHSALE_DLQ_TOPIC
+	ConsumerGroup   string        // FLASHSALE_CONSUMER_GROUP
+	BatchSize       int           // FLASHSALE_BATCH_SIZE
+	BatchWait       time.Duration // FLASHSALE_BATCH_WAIT
+	JWTKey          Secret        // FLASHSALE_JWT_HS256_KEY or _FILE
+	JWTIssuer       string        // FLASHSALE_JWT_ISSUER
+	Addr            string        // FLASHSALE_ORDERSVC_ADDR, public API
+	AdminAddr       string        // FLASHSALE_ORDERSVC_ADMIN_ADDR
+	AdminToken      Secret        // FLASHSALE_ADMIN_TOKEN or _FILE
+	ShutdownTimeout time.Duration // FLASHSALE_SHUTDOWN_TIMEOUT
+	RelayInterval   time.Duration // FLASHSALE_RELAY_INTERVAL
+	LogLevel        slog.Level    // FLASHSALE_LOG_LEVEL
+}
+
+// Minimum secret lengths.
+const (
+	MinJWTKeyLen     = 32
+	MinAdminTokenLen = 16
+)
+
+// Load reads the settings over their defaults and validates them for mode.
+// The error lists every problem, each naming its variable.
+func Load(getenv func(string) string, mode Mode) (Config, error) {
+	src := pkgconfig.NewSource(getenv)
+	c := Config{
+		PGDSN:           src.String("FLASHSALE_PG_DSN", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable"),
+		RedisAddr:       src.String("FLASHSALE_REDIS_ADDR", "127.0.0.1:16379"),
+		KafkaBrokers:    src.String("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:19092"),
+		OrdersTopic:     src.String("FLASHSALE_ORDERS_TOPIC", "flash-sale-orders"),
+		DLQTopic:        src.String("FLASHSALE_DLQ_TOPIC", "flash-sale-orders.dlq"),
+		ConsumerGroup:   src.String("FLASHSALE_CONSUMER_GROUP", "ordersvc"),
+		BatchSize:       src.Int("FLASHSALE_BATCH_SIZE", 500),
+		BatchWait:       src.Duration("FLASHSALE_BATCH_WAIT", 20*time.Millisecond),
+		JWTKey:          src.Secret("FLASHSALE_JWT_HS256_KEY"),
+		JWTIssuer:       src.String("FLASHSALE_JWT_ISSUER", "flashsale"),
+		Addr:            src.String("FLASHSALE_ORDERSVC_ADDR", "127.0.0.1:8090"),
+		AdminAddr:       src.String("FLASHSALE_ORDERSVC_ADMIN_ADDR", "127.0.0.1:8091"),
+		AdminToken:      src.Secret("FLASHSALE_ADMIN_TOKEN"),
+		ShutdownTimeout: src.Duration("FLASHSALE_SHUTDOWN_TIMEOUT", 15*time.Second),
+		RelayInterval:   src.Duration("FLASHSALE_RELAY_INTERVAL", 500*time.Millisecond),
+	}
+	if lv := src.String("FLASHSALE_LOG_LEVEL", "info"); c.LogLevel.UnmarshalText([]byte(lv)) != nil {
+		src.Fail("FLASHSALE_LOG_LEVEL", fmt.Errorf("want debug, info, warn or error, got %q", lv))
+	}
+	return c, errors.Join(src.Err(), c.Validate(mode))
+}
+
+// Validate reports every problem of c for mode at once.
+func (c Config) Validate(mode Mode) error {
+	var errs []error
+	fail := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+	}
+	if u, err := url.Parse(c.PGDSN); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		fail("FLASHSALE_PG_DSN", "want a postgres:// URL")
+	}
+	hostPort := func(name, v string) {
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			fail(name, "want host:port, got %q", v)
+		}
+	}
+	hostPort("FLASHSALE_REDIS_ADDR", c.RedisAddr)
+	if strings.TrimSpace(c.KafkaBrokers) == "" {
+		fail("FLASHSALE_KAFKA_BROKERS", "empty")
+	}
+	for _, b := range strings.Split(c.KafkaBrokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			hostPort("FLASHSALE_KAFKA_BROKERS", b)
+		}
+	}
+	if c.OrdersTopic == "" {
+		fail("FLASHSALE_ORDERS_TOPIC", "empty")
+	}
+	if c.DLQTopic == "" {
+		fail("FLASHSALE_DLQ_TOPIC", "empty")
+	}
+	if c.DLQTopic != "" && c.DLQTopic == c.OrdersTopic {
+		fail("FLASHSALE_DLQ_TOPIC", "must differ from FLASHSALE_ORDERS_TOPIC")
+	}
+	if c.ConsumerGroup == "" {
+		fail("FLASHSALE_CONSUMER_GROUP", "empty")
+	}
+	if c.BatchSize < 1 || c.BatchSize > 10000 {
+		fail("FLASHSALE_BATCH_SIZE", "want 1..10000, got %d", c.BatchSize)
+	}
+	if c.BatchWait <= 0 || c.BatchWait > 10*time.Second {
+		fail("FLASHSALE_BATCH_WAIT", "want > 0 and <= 10s, got %s", c.BatchWait)
+	}
+	if c.ShutdownTimeout <= 0 {
+		fail("FLASHSALE_SHUTDOWN_TIMEOUT", "want > 0, got %s", c.ShutdownTimeout)
+	}
+	if c.RelayInterval <= 0 {
+		fail("FLASHSALE_RELAY_INTERVAL", "want > 0, got %s", c.RelayInterval)
+	}
+	if mode == Serve {
+		if len(c.JWTKey) < MinJWTKeyLen {
+			fail("FLASHSALE_JWT_HS256_KEY", "required, at least %d bytes (or FLASHSALE_JWT_HS256_KEY_FILE), got %d", MinJWTKeyLen, len(c.JWTKey))
+		}
+		if len(c.AdminToken) < MinAdminTokenLen {
+			fail("FLASHSALE_ADMIN_TOKEN", "required, at least %d bytes (or FLASHSALE_ADMIN_TOKEN_FILE), got %d", MinAdminTokenLen, len(c.AdminToken))
+		}
+		hostPort("FLASHSALE_ORDERSVC_ADDR", c.Addr)
+		hostPort("FLASHSALE_ORDERSVC_ADMIN_ADDR", c.AdminAddr)
+		if c.Addr != "" && c.Addr == c.AdminAddr {
+			fail("FLASHSALE_ORDERSVC_ADMIN_ADDR", "must differ from FLASHSALE_ORDERSVC_ADDR")
+		}
+	}
+	return errors.Join(errs...)
+}

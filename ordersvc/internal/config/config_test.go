@@ -1,0 +1,94 @@
+package config_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"flashsale/ordersvc/internal/config"
+)
+
+func TestLoad(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "jwt.key")
+	if err := os.WriteFile(keyFile, []byte(strings.Repeat("k", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secrets := map[string]string{"FLASHSALE_JWT_HS256_KEY_FILE": keyFile, "FLASHSALE_ADMIN_TOKEN": strings.Repeat("a", 16)}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		mode    config.Mode
+		wantErr []string // variables named in the error; none means valid
+		check   func(t *testing.T, c config.Config)
+	}{
+		{name: "defaults are valid for the tools", mode: config.Tool, check: func(t *testing.T, c config.Config) {
+			if c.BatchSize != 500 || c.BatchWait != 20*time.Millisecond || c.OrdersTopic != "flash-sale-orders" ||
+				c.DLQTopic != "flash-sale-orders.dlq" || c.ConsumerGroup != "ordersvc" || c.Addr != "127.0.0.1:8090" ||
+				c.AdminAddr != "127.0.0.1:8091" || c.ShutdownTimeout != 15*time.Second || c.RelayInterval != 500*time.Millisecond {
+				t.Errorf("defaults: %+v", c)
+			}
+		}},
+		{name: "serve needs both secrets", mode: config.Serve,
+			wantErr: []string{"FLASHSALE_JWT_HS256_KEY", "FLASHSALE_ADMIN_TOKEN"}},
+		{name: "serve with secrets from env and file", mode: config.Serve, env: secrets, check: func(t *testing.T, c config.Config) {
+			if len(c.JWTKey) != 32 || len(c.AdminToken) != 16 {
+				t.Errorf("secrets: key %d bytes, token %d bytes", len(c.JWTKey), len(c.AdminToken))
+			}
+		}},
+		{name: "short secrets", mode: config.Serve, env: map[string]string{"FLASHSALE_JWT_HS256_KEY": "short", "FLASHSALE_ADMIN_TOKEN": "short"},
+			wantErr: []string{"FLASHSALE_JWT_HS256_KEY", "FLASHSALE_ADMIN_TOKEN"}},
+		{name: "every bad value at once", mode: config.Tool, env: map[string]string{
+			"FLASHSALE_BATCH_SIZE": "0", "FLASHSALE_BATCH_WAIT": "soon", "FLASHSALE_REDIS_ADDR": "nohost",
+			"FLASHSALE_PG_DSN": "mysql://x", "FLASHSALE_DLQ_TOPIC": "flash-sale-orders", "FLASHSALE_LOG_LEVEL": "loud"},
+			wantErr: []string{"FLASHSALE_BATCH_SIZE", "FLASHSALE_BATCH_WAIT", "FLASHSALE_REDIS_ADDR", "FLASHSALE_PG_DSN", "FLASHSALE_DLQ_TOPIC", "FLASHSALE_LOG_LEVEL"}},
+		{name: "same address twice", mode: config.Serve, env: merge(secrets, map[string]string{"FLASHSALE_ORDERSVC_ADMIN_ADDR": "127.0.0.1:8090"}),
+			wantErr: []string{"FLASHSALE_ORDERSVC_ADMIN_ADDR"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := config.Load(func(k string) string { return tt.env[k] }, tt.mode)
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("got %v, want valid", err)
+				}
+			} else {
+				if err == nil {
+					t.Fatal("got valid, want an error")
+				}
+				for _, name := range tt.wantErr {
+					if !strings.Contains(err.Error(), name) {
+						t.Errorf("error %q does not name %s", err, name)
+					}
+				}
+			}
+			if tt.check != nil {
+				tt.check(t, c)
+			}
+		})
+	}
+}
+
+func TestSecretsDoNotPrint(t *testing.T) {
+	c, _ := config.Load(func(k string) string {
+		return map[string]string{"FLASHSALE_JWT_HS256_KEY": "super-secret-key-super-secret-key"}[k]
+	}, config.Tool)
+	for _, s := range []string{c.JWTKey.String(), fmt.Sprintf("%v %+v", c, c)} {
+		if strings.Contains(s, "super-secret") {
+			t.Errorf("secret printed: %s", s)
+		}
+	}
+}
+
+func merge(a, b map[string]string) map[string]string {
+	m := map[string]string{}
+	for k, v := range a {
+		m[k] = v
+	}
+	for k, v := range b {
+		m[k] = v
+	}
+	return m
+}

@@ -1,0 +1,518 @@
+// Package consumer turns the OrderPlaced events of the orders topic into
+// order rows. It reads in batches, persists each batch in one PostgreSQL
+// transaction, dead-letters what can never become an active order, returns
+// the units of rejected orders to Redis, and only then commits the batch's
+// Kafka offsets: the offsets never run ahead of the database.
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/google/uuid"
+
+	"flashsale/ordersvc/internal/metrics"
+	"flashsale/ordersvc/internal/relay"
+	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/event"
+	"flashsale/pkg/stock"
+)
+
+// ReasonInvalidPayload marks a message that does not decode as a valid
+// OrderPlaced; it goes to the dead-letter topic as it came.
+const ReasonInvalidPayload = "INVALID_PAYLOAD"
+
+// Dead-letter headers, added to the original message's headers.
+const (
+	HeaderReason          = "reason"
+	HeaderOrderID         = "order-id"
+	HeaderError           = "error"
+	HeaderSourceTopic     = "source-topic"
+	HeaderSourcePartition = "source-partition"
+	HeaderSourceOffset    = "source-offset"
+)
+
+// Backoff of a batch that PostgreSQL or the dead-letter topic refused.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 2 * time.Second
+)
+
+// Config is what the consumer needs from the service configuration.
+type Config struct {
+	Brokers         string
+	Topic           string
+	DLQTopic        string
+	Group           string
+	BatchSize       int
+	BatchWait       time.Duration
+	ShutdownTimeout time.Duration // how long the in-flight batch may take after ctx ends
+}
+
+// Consumer is one member of the ordersvc consumer group.
+type Consumer struct {
+	cfg      Config
+	store    *store.Store
+	stock    *stock.Store
+	relay    *relay.Relay
+	log      *slog.Logger
+	metrics  *metrics.Counters
+	consumer *kafka.Consumer
+	producer *kafka.Producer
+
+	joined     atomic.Bool  // an assignment arrived since Run started
+	lastPoll   atomic.Int64 // unix nanos of the last Poll return
+	processing atomic.Bool
+	closed     atomic.Bool
+}
+
+// New creates the group consumer and the dead-letter producer. librdkafka
+// connects in the background; nothing is read before Run.
+func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *slog.Logger, m *metrics.Counters) (*Consumer, error) {
+	kc, err := kafka.NewConsumer(&kafka.ConfigMap{
+		"bootstrap.servers":    cfg.Brokers,
+		"group.id":             cfg.Group,
+		"enable.auto.commit":   false,
+		"auto.offset.reset":    "earliest",
+		"enable.partition.eof": false,
+		// A subscribed topic that does not exist yet (created by the
+		// gateway's first publish) is otherwise noticed only at the next
+		// metadata refresh, 5 minutes by default.
+		"topic.metadata.refresh.interval.ms": 2000,
+		// Longer than the worst batch retry we expect before someone acts;
+		// past it the group moves our partitions and redelivery is harmless.
+		"max.poll.interval.ms":   300000,
+		"go.logs.channel.enable": true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create kafka consumer: %w", err)
+	}
+	kp, err := kafka.NewProducer(&kafka.ConfigMap{
+		"bootstrap.servers":      cfg.Brokers,
+		"acks":                   "all",
+		"enable.idempotence":     true,
+		"linger.ms":              5,
+		"go.logs.channel.enable": true,
+	})
+	if err != nil {
+		kc.Close()
+		return nil, fmt.Errorf("create dead-letter producer: %w", err)
+	}
+	return &Consumer{cfg: cfg, store: st, stock: stk, relay: rl, log: log, metrics: m, consumer: kc, producer: kp}, nil
+}
+
+// Ready reports whether the consumer is alive: subscribed and polling, or
+// busy with a batch. It does not require partitions: a member may rightly
+// hold none (more members than partitions), and the orders topic may not
+// exist until the gateway's first publish, which must not keep the service
+// that the gateway waits for unready.
+func (c *Consumer) Ready() error {
+	last := c.lastPoll.Load()
+	switch {
+	case c.closed.Load():
+		return errors.New("consumer closed")
+	case last == 0:
+		return errors.New("consumer not started")
+	case c.processing.Load():
+		return nil
+	case time.Since(time.Unix(0, last)) > 10*time.Second:
+		return errors.New("consumer has not polled for 10s")
+	}
+	return nil
+}
+
+// Assigned reports whether the consumer has received an assignment since it
+// started (tests use it to know the group has settled).
+func (c *Consumer) Assigned() bool { return c.joined.Load() }
+
+// Run consumes until ctx ends, then finishes the in-flight batch (within
+// ShutdownTimeout), commits what is persisted, flushes the dead-letter
+// producer and closes both clients. It returns an error only when the group
+// cannot be joined, librdkafka reports a fatal error, or a batch could not
+// be finished during shutdown.
+func (c *Consumer) Run(ctx context.Context) error {
+	logsDone := make(chan struct{})
+	go func() { // ends when Close closes both log channels
+		defer close(logsDone)
+		forwardLogs(c.log, c.consumer.Logs(), c.producer.Logs())
+	}()
+	defer func() {
+		c.Close()
+		<-logsDone
+	}()
+	// The in-flight batch outlives ctx by at most ShutdownTimeout, so a
+	// signal does not throw away a batch that is one commit away.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stopTimer := context.AfterFunc(ctx, func() { time.AfterFunc(c.cfg.ShutdownTimeout, cancelWork) })
+	defer stopTimer()
+
+	var pending []*kafka.Message
+	var deadline time.Time
+	var flushErr error
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		batch := pending
+		pending = nil
+		return c.process(work, batch)
+	}
+	// Called from inside Poll. Before librdkafka takes partitions away the
+	// batch read from them is finished and committed, so the next owner does
+	// not redo it (it would be harmless, only slower).
+	rebalance := func(_ *kafka.Consumer, ev kafka.Event) error {
+		switch e := ev.(type) {
+		case kafka.AssignedPartitions:
+			c.joined.Store(true)
+			c.log.Info("partitions assigned", "count", len(e.Partitions))
+		case kafka.RevokedPartitions:
+			if err := flush(); err != nil {
+				flushErr = err
+			}
+			c.log.Info("partitions revoked", "count", len(e.Partitions), "lost", c.consumer.AssignmentLost())
+		}
+		return nil
+	}
+	if err := c.consumer.SubscribeTopics([]string{c.cfg.Topic}, rebalance); err != nil {
+		return fmt.Errorf("subscribe to %s: %w", c.cfg.Topic, err)
+	}
+	c.log.Info("consumer started", "topic", c.cfg.Topic, "group", c.cfg.Group)
+
+	for ctx.Err() == nil && flushErr == nil {
+		wait := 100 * time.Millisecond
+		if len(pending) > 0 {
+			wait = max(time.Until(deadline), 0)
+		}
+		ev := c.consumer.Poll(int(wait.Milliseconds()))
+		c.lastPoll.Store(time.Now().UnixNano())
+		switch e := ev.(type) {
+		case *kafka.Message:
+			if e.TopicPartition.Error != nil {
+				c.log.Warn("consume error", "err", e.TopicPartition.Error)
+				break
+			}
+			if len(pending) == 0 {
+				deadline = time.Now().Add(c.cfg.BatchWait)
+			}
+			pending = append(pending, e)
+		case kafka.Error:
+			if e.IsFatal() {
+				return fmt.Errorf("kafka consumer: %w", e)
+			}
+			// Transport errors are retried by librdkafka; they are worth a
+			// look only if they persist, which /readyz shows.
+			c.log.Debug("kafka consumer error", "err", e, "code", e.Code())
+		}
+		if len(pending) >= c.cfg.BatchSize || (len(pending) > 0 && !time.Now().Before(deadline)) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if flushErr != nil {
+		return flushErr
+	}
+	return flush()
+}
+
+// Close flushes the dead-letter producer and closes both clients, leaving
+// the group. Run calls it; call it only when Run never ran.
+func (c *Consumer) Close() {
+	if !c.closed.CompareAndSwap(false, true) {
+		return
+	}
+	if n := c.producer.Flush(int(c.cfg.ShutdownTimeout.Milliseconds())); n > 0 {
+		c.log.Warn("dead-letter producer closed with undelivered messages", "count", n)
+	}
+	c.producer.Close()
+	if err := c.consumer.Close(); err != nil {
+		c.log.Warn("close kafka consumer", "err", err)
+	}
+}
+
+// forwardLogs writes librdkafka's logs to slog until both channels close.
+// librdkafka's info level is chatty (telemetry, metadata), so it maps to debug.
+func forwardLogs(log *slog.Logger, consumerLogs, producerLogs chan kafka.LogEvent) {
+	cases := [2]chan kafka.LogEvent{consumerLogs, producerLogs}
+	open := 2
+	for open > 0 {
+		var ev kafka.LogEvent
+		var ok bool
+		select {
+		case ev, ok = <-cases[0]:
+			if !ok {
+				cases[0], open = nil, open-1
+				continue
+			}
+		case ev, ok = <-cases[1]:
+			if !ok {
+				cases[1], open = nil, open-1
+				continue
+			}
+		}
+		level := slog.LevelDebug
+		switch {
+		case ev.Level <= 3:
+			level = slog.LevelError
+		case ev.Level == 4:
+			level = slog.LevelWarn
+		}
+		log.Log(context.Background(), level, "librdkafka", "client", ev.Name, "tag", ev.Tag, "msg", ev.Message)
+	}
+}
+
+// deadLetter is one message for the dead-letter topic.
+type deadLetter struct {
+	msg     *kafka.Message
+	reason  string
+	orderID string
+	detail  string
+}
+
+// process handles one batch end to end and commits its offsets. It returns
+// an error only when ctx ends before the batch is persisted and
+// dead-lettered; then nothing of the batch is committed.
+func (c *Consumer) process(ctx context.Context, msgs []*kafka.Message) error {
+	c.processing.Store(true)
+	defer c.processing.Store(false)
+	start := time.Now()
+
+	var dead []deadLetter
+	var unknown []event.OrderPlaced // no row possible: released directly after the dead letter
+	events := make([]event.OrderPlaced, 0, len(msgs))
+	eventMsgs := make([]*kafka.Message, 0, len(msgs))
+	for _, m := range msgs {
+		e, err := decode(m.Value)
+		if err != nil {
+			dead = append(dead, deadLetter{msg: m, reason: ReasonInvalidPayload, detail: err.Error()})
+			if e.OrderID != uuid.Nil {
+				// Decodable but not storable: its unit may be reserved.
+				unknown = append(unknown, e)
+			}
+			continue
+		}
+		events = append(events, e)
+		eventMsgs = append(eventMsgs, m)
+	}
+
+	var outcomes []store.Outcome
+	if len(events) > 0 {
+		err := retry(ctx, c.log, c.metrics, "persist batch", func() error {
+			var err error
+			outcomes, err = c.store.PersistBatch(ctx, events)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("persist batch of %d events: %w", len(events), err)
+		}
+	}
+
+	var rejected []uuid.UUID
+	var accepted, duplicates int
+	for i, o := range outcomes {
+		e := events[i]
+		switch {
+		case o.Kind == store.Accepted:
+			accepted++
+		case o.Kind == store.Rejected:
+			rejected = append(rejected, e.OrderID)
+			c.metrics.Reject(o.Reason, 1)
+			dead = append(dead, deadLetter{msg: eventMsgs[i], reason: o.Reason, orderID: e.OrderID.String()})
+		case o.Kind == store.Unpersistable:
+			unknown = append(unknown, e)
+			c.metrics.Reject(o.Reason, 1)
+			dead = append(dead, deadLetter{msg: eventMsgs[i], reason: o.Reason, orderID: e.OrderID.String()})
+		case o.Redead():
+			// Rejected by an earlier delivery whose dead letter may have been
+			// lost between commit and produce: the DLQ is at least once.
+			duplicates++
+			rejected = append(rejected, e.OrderID)
+			dead = append(dead, deadLetter{msg: eventMsgs[i], reason: o.Reason, orderID: e.OrderID.String()})
+		default:
+			duplicates++
+		}
+	}
+	for _, d := range dead {
+		if d.reason == ReasonInvalidPayload {
+			c.metrics.Reject(ReasonInvalidPayload, 1)
+		}
+	}
+
+	if len(dead) > 0 {
+		err := retry(ctx, c.log, c.metrics, "dead-letter", func() error { return c.produceDead(ctx, dead) })
+		if err != nil {
+			return fmt.Errorf("dead-letter %d messages: %w", len(dead), err)
+		}
+		c.metrics.DLQ.Add(int64(len(dead)))
+	}
+
+	// Units go back after the commit. The outbox rows are durable, so a
+	// Redis failure here only delays the release to the relay's next pass;
+	// it never holds the offsets back.
+	if len(rejected) > 0 {
+		if _, err := c.relay.Drain(ctx, rejected); err != nil {
+			c.log.Warn("release of rejected orders deferred to the relay", "count", len(rejected), "err", err)
+		}
+	}
+	// No row can hold these (unknown item, unstorable user id), so there is
+	// no outbox row either; the release is keyed by order id, so it only
+	// returns a unit this order took.
+	for _, e := range unknown {
+		if _, err := c.stock.Release(ctx, e.SaleID, e.ItemID, e.UserID, e.OrderID.String()); err != nil && !errors.Is(err, stock.ErrNotLoaded) {
+			c.log.Warn("release of unpersistable order failed", "order", e.OrderID, "err", err)
+		}
+	}
+
+	c.commit(msgs)
+	c.metrics.OrdersPersisted.Add(int64(accepted))
+	c.metrics.OrdersDuplicate.Add(int64(duplicates))
+	c.metrics.ObserveBatch(time.Since(start))
+	c.log.Debug("batch done", "messages", len(msgs), "accepted", accepted, "duplicates", duplicates,
+		"dead", len(dead), "took", time.Since(start))
+	return nil
+}
+
+// decode is event.Unmarshal plus what PostgreSQL would refuse forever: a
+// NUL byte cannot be stored in text, and an event that can never be written
+// must be dead-lettered rather than retried without end. Such an event is
+// returned with the error, so its reservation can still be released.
+func decode(b []byte) (event.OrderPlaced, error) {
+	e, err := event.Unmarshal(b)
+	if err != nil {
+		return event.OrderPlaced{}, err
+	}
+	if strings.IndexByte(e.UserID, 0) >= 0 {
+		return e, fmt.Errorf("%w: NUL byte in user id", event.ErrInvalid)
+	}
+	return e, nil
+}
+
+// produceDead sends the dead letters and waits for every delivery report.
+func (c *Consumer) produceDead(ctx context.Context, dead []deadLetter) error {
+	reports := make(chan kafka.Event, len(dead)) // room for every report: nothing blocks librdkafka
+	for _, d := range dead {
+		m := d.msg
+		headers := make([]kafka.Header, 0, len(m.Headers)+6)
+		headers = append(headers, m.Headers...)
+		headers = append(headers,
+			kafka.Header{Key: HeaderReason, Value: []byte(d.reason)},
+			kafka.Header{Key: HeaderOrderID, Value: []byte(d.orderID)},
+			kafka.Header{Key: HeaderSourceTopic, Value: []byte(*m.TopicPartition.Topic)},
+			kafka.Header{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(int(m.TopicPartition.Partition)))},
+			kafka.Header{Key: HeaderSourceOffset, Value: []byte(m.TopicPartition.Offset.String())},
+		)
+		if d.detail != "" {
+			headers = append(headers, kafka.Header{Key: HeaderError, Value: []byte(d.detail)})
+		}
+		dm := &kafka.Message{
+			TopicPartition: kafka.TopicPartition{Topic: &c.cfg.DLQTopic, Partition: kafka.PartitionAny},
+			Key:            m.Key,
+			Value:          m.Value,
+			Headers:        headers,
+		}
+		for {
+			err := c.producer.Produce(dm, reports)
+			if err == nil {
+				break
+			}
+			var kerr kafka.Error
+			if !errors.As(err, &kerr) || kerr.Code() != kafka.ErrQueueFull {
+				return fmt.Errorf("produce dead letter: %w", err)
+			}
+			c.producer.Flush(100)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+	var firstErr error
+	for range dead {
+		select {
+		case ev := <-reports:
+			if m, ok := ev.(*kafka.Message); ok && m.TopicPartition.Error != nil && firstErr == nil {
+				firstErr = fmt.Errorf("dead letter delivery: %w", m.TopicPartition.Error)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return firstErr
+}
+
+// commit commits offset+1 of the last message per partition, synchronously.
+func (c *Consumer) commit(msgs []*kafka.Message) {
+	type tp struct {
+		topic     string
+		partition int32
+	}
+	last := map[tp]kafka.Offset{}
+	for _, m := range msgs {
+		k := tp{*m.TopicPartition.Topic, m.TopicPartition.Partition}
+		if o, ok := last[k]; !ok || m.TopicPartition.Offset > o {
+			last[k] = m.TopicPartition.Offset
+		}
+	}
+	offsets := make([]kafka.TopicPartition, 0, len(last))
+	for k, o := range last {
+		offsets = append(offsets, kafka.TopicPartition{Topic: &k.topic, Partition: k.partition, Offset: o + 1})
+	}
+	if _, err := c.consumer.CommitOffsets(offsets); err != nil {
+		// The batch is persisted; an uncommitted offset only means a
+		// redelivery, which is idempotent.
+		var kerr kafka.Error
+		if errors.As(err, &kerr) {
+			switch kerr.Code() {
+			case kafka.ErrRebalanceInProgress, kafka.ErrIllegalGeneration, kafka.ErrUnknownMemberID,
+				kafka.ErrAssignmentLost, kafka.ErrState, kafka.ErrNoOffset:
+				c.log.Debug("offset commit after losing partitions", "err", err)
+				return
+			}
+		}
+		c.log.Warn("offset commit failed; the batch will be redelivered", "err", err)
+	}
+}
+
+// retry runs op until it succeeds or ctx ends, backing off exponentially
+// from 100ms to 2s. Nothing is ever dropped or dead-lettered because a
+// dependency is down.
+func retry(ctx context.Context, log *slog.Logger, m *metrics.Counters, what string, op func() error) error {
+	backoff := minBackoff
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if err == nil {
+			if attempt > 1 {
+				log.Info("recovered", "op", what, "attempts", attempt)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: giving up at shutdown after %d attempts: %w", what, attempt, err)
+		}
+		m.BatchRetries.Add(1)
+		switch {
+		case errors.Is(err, store.ErrActiveConflict):
+			log.Debug("retrying after a concurrent active order", "op", what, "attempt", attempt)
+		case attempt < 10:
+			log.Warn("retrying", "op", what, "attempt", attempt, "backoff", backoff, "err", err)
+		case attempt%10 == 0:
+			// About 20s of failure: the batch is stuck until someone acts.
+			log.Error("still retrying", "op", what, "attempt", attempt, "err", err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s: giving up at shutdown after %d attempts: %w", what, attempt, err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}

@@ -1,0 +1,298 @@
+package consumer_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"flashsale/ordersvc/internal/consumer"
+	"flashsale/ordersvc/internal/store"
+	"flashsale/ordersvc/internal/testdb"
+	"flashsale/pkg/event"
+	"flashsale/pkg/stock"
+	"flashsale/pkg/testenv"
+)
+
+// The same message delivered twice becomes one order; sold moves once.
+func TestDuplicateMessageWritesOneOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	sale := testdb.Sale(t, e.store, 5)
+	ev := orderEvent(sale, 0, "u1")
+	e.publishEvents(ev, ev)
+	r := e.start(e.store, 5*time.Second)
+	e.waitCommitted(2)
+
+	if st, _ := e.status(ev.OrderID); st != store.StatusPending {
+		t.Errorf("status: got %q, want PENDING", st)
+	}
+	if got := e.sold(sale.ID); got != 1 {
+		t.Errorf("sold: got %d, want 1", got)
+	}
+	var rows int
+	if err := e.pool.QueryRow(testenv.Context(t), "SELECT count(*) FROM flash_sale_order WHERE sale_id = $1", sale.ID).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 {
+		t.Errorf("order rows: got %d, want 1", rows)
+	}
+	if p, d := r.metrics.OrdersPersisted.Load(), r.metrics.OrdersDuplicate.Load(); p != 1 || d != 1 {
+		t.Errorf("persisted/duplicates: got %d/%d, want 1/1", p, d)
+	}
+}
+
+// An event beyond PostgreSQL's stock and a second order of the same user
+// become visible REJECTED rows, go to the dead-letter topic with their
+// reason, and their Redis reservations are released.
+func TestRejectionsAreDeadLetteredAndReleased(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		quantity   int64
+		users      [2]string
+		wantReason string
+	}{
+		{"beyond the stock in PostgreSQL", 1, [2]string{"u1", "u2"}, store.ReasonSoldOutInDB},
+		{"same user twice in one sale", 5, [2]string{"u1", "u1"}, store.ReasonAlreadyActive},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			ctx := testenv.Context(t)
+			sale := testdb.Sale(t, e.store, tt.quantity)
+			item := sale.Items[0].ID
+			first, second := orderEvent(sale, 0, tt.users[0]), orderEvent(sale, 0, tt.users[1])
+
+			// Give Redis two units more than it should have, as after a bad
+			// load, so both reservations succeed and the second has a unit
+			// to give back.
+			if err := e.stock.Load(ctx, sale.ID, []stock.ItemStock{{ItemID: item, Left: tt.quantity + 1}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.stock.Reserve(ctx, sale.ID, item, first.UserID, first.OrderID.String()); err != nil {
+				t.Fatal(err)
+			}
+			if tt.users[0] == tt.users[1] {
+				// Redis would refuse the second reservation of the same user;
+				// hand the user's hold to the second order instead, which is
+				// what an expired and re-bought reservation looks like.
+				if err := e.stock.Load(ctx, sale.ID, []stock.ItemStock{{ItemID: item, Left: tt.quantity}},
+					[]stock.Holder{{UserID: second.UserID, OrderID: second.OrderID.String()}}); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := e.stock.Reserve(ctx, sale.ID, item, second.UserID, second.OrderID.String()); err != nil {
+				t.Fatal(err)
+			}
+			leftBefore, err := e.stock.Left(ctx, sale.ID, item)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			e.publishEvents(first, second) // same key: same partition, this order
+			r := e.start(e.store, 5*time.Second)
+			e.waitCommitted(2)
+
+			if st, _ := e.status(first.OrderID); st != store.StatusPending {
+				t.Errorf("first order: got %q, want PENDING", st)
+			}
+			if st, reason := e.status(second.OrderID); st != store.StatusRejected || reason != tt.wantReason {
+				t.Errorf("second order: got %q %q, want REJECTED %q", st, reason, tt.wantReason)
+			}
+			dead := e.readDLQ(1)
+			if got := header(dead[0], consumer.HeaderOrderID); got != second.OrderID.String() {
+				t.Errorf("dead letter order-id: got %q, want %q", got, second.OrderID)
+			}
+			if got := header(dead[0], consumer.HeaderReason); got != tt.wantReason {
+				t.Errorf("dead letter reason: got %q, want %q", got, tt.wantReason)
+			}
+			// The consumer drains the batch's outbox rows itself; a relay of
+			// another test sharing the database may have taken them first,
+			// so wait for the row rather than assume who released it.
+			var outcome string
+			eventually(t, 10*time.Second, "outbox row released", func() (bool, string) {
+				err := e.pool.QueryRow(ctx, "SELECT coalesce(outcome, '') FROM stock_release WHERE order_id = $1", second.OrderID).Scan(&outcome)
+				return err == nil && outcome != "", fmt.Sprintf("%q %v", outcome, err)
+			})
+			if outcome != store.OutcomeReleased {
+				t.Errorf("outbox outcome: got %q, want %q", outcome, store.OutcomeReleased)
+			}
+			left, err := e.stock.Left(ctx, sale.ID, item)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if left != leftBefore+1 {
+				t.Errorf("stock left: got %d, want %d (one unit back)", left, leftBefore+1)
+			}
+			holders, err := e.stock.Holders(ctx, sale.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{first.UserID: first.OrderID.String()}
+			if tt.users[0] == tt.users[1] {
+				want = map[string]string{} // the second order held the user's unit; it went back
+			}
+			if diff := cmp.Diff(want, holders); diff != "" {
+				t.Errorf("holders (-want +got):\n%s", diff)
+			}
+			if got := r.metrics.Rejected(tt.wantReason); got != 1 {
+				t.Errorf("rejected{%s}: got %d, want 1", tt.wantReason, got)
+			}
+		})
+	}
+}
+
+// Payloads that are not an OrderPlaced, and events for an item of no sale,
+// go to the dead-letter topic and the offsets move past them.
+func TestInvalidPayloadDeadLettered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	sale := testdb.Sale(t, e.store, 5)
+	good := orderEvent(sale, 0, "u1")
+	unknown := orderEvent(sale, 0, "u2")
+	unknown.ItemID = 1 << 60
+	// A user id PostgreSQL cannot store (NUL byte) whose unit Redis reserved:
+	// dead-lettered, and the unit goes back.
+	ctx := testenv.Context(t)
+	nul := orderEvent(sale, 0, "a\x00b")
+	if err := e.stock.Load(ctx, sale.ID, []stock.ItemStock{{ItemID: nul.ItemID, Left: 5}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.stock.Reserve(ctx, sale.ID, nul.ItemID, nul.UserID, nul.OrderID.String()); err != nil {
+		t.Fatal(err)
+	}
+	nulJSON, err := json.Marshal(nul) // Marshal, not ev.Marshal: that would validate
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.publish("garbage", []byte("not json"), []byte(`{"v":1,"orderId":"00000000-0000-0000-0000-000000000000"}`), nulJSON)
+	e.publishEvents(good, unknown)
+	r := e.start(e.store, 5*time.Second)
+	e.waitCommitted(5)
+	if left, err := e.stock.Left(ctx, sale.ID, nul.ItemID); err != nil || left != 5 {
+		t.Errorf("stock after the unstorable event: got %d, %v; want 5 (its unit back)", left, err)
+	}
+
+	dead := e.readDLQ(4)
+	reasons := map[string]int{}
+	for _, m := range dead {
+		reasons[header(m, consumer.HeaderReason)]++
+	}
+	want := map[string]int{consumer.ReasonInvalidPayload: 3, store.ReasonUnknownItem: 1}
+	if diff := cmp.Diff(want, reasons); diff != "" {
+		t.Errorf("dead-letter reasons (-want +got):\n%s", diff)
+	}
+	for _, m := range dead {
+		if header(m, consumer.HeaderReason) == consumer.ReasonInvalidPayload && (header(m, consumer.HeaderError) == "" || header(m, consumer.HeaderSourceTopic) != e.topic) {
+			t.Errorf("invalid payload dead letter lacks error or source headers: %v", m.Headers)
+		}
+	}
+	if st, _ := e.status(good.OrderID); st != store.StatusPending {
+		t.Errorf("valid event beside the garbage: got %q, want PENDING", st)
+	}
+	if got := r.metrics.DLQ.Load(); got != 4 {
+		t.Errorf("dlq_total: got %d, want 4", got)
+	}
+}
+
+// Offsets are committed only after the batch is in PostgreSQL: a batch that
+// cannot be persisted is retried, never committed, and is processed by the
+// next member of the group; a member joining after the commit does not read
+// the committed messages again.
+func TestOffsetsFollowTheDatabase(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	sale := testdb.Sale(t, e.store, 5)
+	a, b := orderEvent(sale, 0, "u1"), orderEvent(sale, 0, "u2")
+	e.publishEvents(a, b)
+
+	// PostgreSQL "down": a pool that is already closed.
+	down, err := pgxpool.New(testenv.Context(t), testenv.PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Close()
+	r1 := e.start(store.New(down), 200*time.Millisecond)
+	eventually(t, 20*time.Second, "persistence retried", func() (bool, string) {
+		n := r1.metrics.BatchRetries.Load()
+		return n >= 2, fmt.Sprintf("%d retries", n)
+	})
+	if err := r1.stop(); err == nil {
+		t.Error("consumer stopped with the batch unpersisted but reported no error")
+	}
+	if got := e.committed(); got != 0 {
+		t.Fatalf("committed offsets with the database down: got %d, want 0", got)
+	}
+	if st, _ := e.status(a.OrderID); st != "" {
+		t.Fatalf("order written with the database down: %q", st)
+	}
+	if got := r1.metrics.DLQ.Load(); got != 0 {
+		t.Errorf("dead-lettered while the database was down: %d", got)
+	}
+
+	r2 := e.start(e.store, 5*time.Second)
+	e.waitCommitted(2)
+	if sa, _ := e.status(a.OrderID); sa != store.StatusPending {
+		t.Errorf("order a after recovery: %q", sa)
+	}
+	if sb, _ := e.status(b.OrderID); sb != store.StatusPending {
+		t.Errorf("order b after recovery: %q", sb)
+	}
+	if err := r2.stop(); err != nil {
+		t.Fatalf("clean stop: %v", err)
+	}
+
+	r3 := e.start(e.store, 5*time.Second)
+	eventually(t, 20*time.Second, "third member assigned", func() (bool, string) {
+		return r3.c.Assigned(), "no assignment"
+	})
+	time.Sleep(500 * time.Millisecond) // time to fetch anything uncommitted
+	if got := r3.metrics.Batches.Load(); got != 0 {
+		t.Errorf("a member joining after the commit processed %d batches, want 0", got)
+	}
+}
+
+// Members joining and leaving the group move partitions around; every
+// event still becomes exactly one row and every offset gets committed.
+func TestRebalanceKeepsExactlyOneRowPerEvent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testenv.Context(t)
+	sale := testdb.Sale(t, e.store, 100, 100, 100)
+	var evs []event.OrderPlaced
+	mk := func(n int) []event.OrderPlaced {
+		out := make([]event.OrderPlaced, n)
+		for i := range out {
+			out[i] = orderEvent(sale, len(evs)%3, fmt.Sprintf("u%d", len(evs)))
+			evs = append(evs, out[i])
+		}
+		return out
+	}
+	r1 := e.start(e.store, 5*time.Second)
+	e.publishEvents(mk(20)...)
+	r2 := e.start(e.store, 5*time.Second) // joins: partitions move
+	e.publishEvents(mk(20)...)
+	e.waitCommitted(40)
+	if err := r1.stop(); err != nil { // leaves: partitions move back
+		t.Fatal(err)
+	}
+	e.publishEvents(mk(20)...)
+	e.waitCommitted(60)
+	if err := r2.stop(); err != nil {
+		t.Fatal(err)
+	}
+	var rows, pending int
+	if err := e.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'PENDING') FROM flash_sale_order WHERE sale_id = $1`, sale.ID).Scan(&rows, &pending); err != nil {
+		t.Fatal(err)
+	}
+	if rows != len(evs) || pending != len(evs) {
+		t.Errorf("rows %d (PENDING %d), want %d of each", rows, pending, len(evs))
+	}
+	if got := e.sold(sale.ID); got != int64(len(evs)) {
+		t.Errorf("sold: got %d, want %d", got, len(evs))
+	}
+}

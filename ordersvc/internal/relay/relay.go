@@ -1,0 +1,114 @@
+// Package relay gives units back to Redis from the stock_release outbox.
+// Rows are written in the same transaction that ends an order (rejection
+// now; expiry and cancel later) and drained here only after commit, so a
+// crash in between is repaired by the next pass and a unit is returned once:
+// the release script is keyed by order id.
+package relay
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
+
+	"flashsale/ordersvc/internal/metrics"
+	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/stock"
+)
+
+// BatchLimit is how many outbox rows one transaction claims.
+const BatchLimit = 500
+
+// releaseParallelism bounds concurrent release scripts; rueidis pipelines
+// concurrent calls on one connection, so this is a pipeline depth.
+const releaseParallelism = 32
+
+// Relay drains the outbox. Several may run at once, in one process or many.
+type Relay struct {
+	store   *store.Store
+	stock   *stock.Store
+	log     *slog.Logger
+	metrics *metrics.Counters
+	kick    chan struct{}
+}
+
+// New builds a relay.
+func New(st *store.Store, stk *stock.Store, log *slog.Logger, m *metrics.Counters) *Relay {
+	return &Relay{store: st, stock: stk, log: log, metrics: m, kick: make(chan struct{}, 1)}
+}
+
+// Kick asks Run for a pass now, without waiting for it.
+func (r *Relay) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run drains the outbox every interval and on Kick until ctx ends. Failures
+// are logged and retried at the next pass: the rows stay in the outbox.
+func (r *Relay) Run(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := r.Drain(ctx, nil); err != nil && ctx.Err() == nil {
+			r.log.Warn("stock release pass failed; rows stay queued", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-r.kick:
+		}
+	}
+}
+
+// Drain releases pending outbox rows (only those of orderIDs when given)
+// until none is left or an error stops it, and returns how many it marked.
+func (r *Relay) Drain(ctx context.Context, orderIDs []uuid.UUID) (int, error) {
+	total := 0
+	for {
+		claimed, done, err := r.store.DrainReleases(ctx, orderIDs, BatchLimit, r.release)
+		total += done
+		r.metrics.Releases.Add(int64(done))
+		if err != nil {
+			return total, err
+		}
+		if claimed < BatchLimit || done < claimed {
+			// Fewer rows than the limit: drained. Some left undone: Redis is
+			// failing, and spinning on them would not help.
+			if done < claimed {
+				return total, errors.New("relay: some releases failed; they stay queued")
+			}
+			return total, nil
+		}
+	}
+}
+
+// release runs the release script for each row; "" leaves a row queued.
+func (r *Relay) release(ctx context.Context, rows []store.PendingRelease) []string {
+	out := make([]string, len(rows))
+	var g errgroup.Group
+	g.SetLimit(releaseParallelism)
+	for i, p := range rows {
+		g.Go(func() error {
+			ok, err := r.stock.Release(ctx, p.SaleID, p.ItemID, p.UserID, p.OrderID.String())
+			switch {
+			case errors.Is(err, stock.ErrNotLoaded):
+				out[i] = store.OutcomeStockNotLoaded
+			case err != nil:
+				r.log.Debug("stock release failed", "order", p.OrderID, "err", err)
+			case ok:
+				out[i] = store.OutcomeReleased
+			default:
+				out[i] = store.OutcomeNotHeld
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // the goroutines report through out, never an error
+	return out
+}

@@ -1,0 +1,231 @@
+package relay_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/rueidis"
+
+	"flashsale/ordersvc/internal/metrics"
+	"flashsale/ordersvc/internal/relay"
+	"flashsale/ordersvc/internal/store"
+	"flashsale/ordersvc/internal/testdb"
+	"flashsale/pkg/event"
+	"flashsale/pkg/stock"
+	"flashsale/pkg/testenv"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func redis(t *testing.T) rueidis.Client {
+	t.Helper()
+	testenv.Require(t, testenv.RedisAddr())
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+// fixture: a sale of one unit, Redis loaded with 3 and reserved by u1..u3,
+// PostgreSQL accepting u1 and rejecting u2 and u3 (two outbox rows).
+// beforeRows runs before the outbox rows exist: other relays share the
+// database (parallel tests, other packages), and whichever one drains a row
+// must find the Redis state the test means.
+func fixture(t *testing.T, st *store.Store, stk *stock.Store, beforeRows func(store.Sale, []event.OrderPlaced)) (store.Sale, []event.OrderPlaced) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	s := testdb.Sale(t, st, 1)
+	item := s.Items[0].ID
+	if err := stk.Load(ctx, s.ID, []stock.ItemStock{{ItemID: item, Left: 3}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var evs []event.OrderPlaced
+	for _, u := range []string{"u1", "u2", "u3"} {
+		e := event.OrderPlaced{Version: 1, OrderID: uuid.New(), SaleID: s.ID, ItemID: item, UserID: u, PlacedAt: time.Now()}
+		if _, err := stk.Reserve(ctx, s.ID, item, u, e.OrderID.String()); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	if beforeRows != nil {
+		beforeRows(s, evs)
+	}
+	if _, err := st.PersistBatch(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	return s, evs
+}
+
+func outcomes(t *testing.T, st *store.Store, ids ...uuid.UUID) map[uuid.UUID]string {
+	t.Helper()
+	got := map[uuid.UUID]string{}
+	for _, id := range ids {
+		got[id] = ""
+	}
+	_, _, err := st.DrainReleases(testenv.Context(t), ids, 100, func(_ context.Context, rows []store.PendingRelease) []string {
+		for _, r := range rows {
+			got[r.OrderID] = "pending"
+		}
+		return nil // leave them as they are
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// waitReleased waits until the rows are marked, by whichever relay took them.
+func waitReleased(t *testing.T, pool *pgxpool.Pool, ids ...uuid.UUID) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := pool.QueryRow(testenv.Context(t), `SELECT count(*) FROM stock_release WHERE order_id = ANY($1) AND released_at IS NOT NULL`, ids).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == len(ids) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d outbox rows released after 10s", n, len(ids))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Two relays draining at once release each unit once.
+func TestDrainConcurrentRelays(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	pool := testdb.Pool(t)
+	st, stk := store.New(pool), stock.New(redis(t))
+	s, evs := fixture(t, st, stk, nil)
+	rejected := []uuid.UUID{evs[1].OrderID, evs[2].OrderID}
+
+	m := &metrics.Counters{}
+	var wg sync.WaitGroup
+	totals := make([]int, 4)
+	for i := range totals {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := relay.New(st, stk, quiet, m).Drain(ctx, rejected)
+			if err != nil {
+				t.Error(err)
+			}
+			totals[i] = n
+		}()
+	}
+	wg.Wait()
+	// Relays of other tests may take rows too, never the same row twice.
+	if sum := totals[0] + totals[1] + totals[2] + totals[3]; sum > 2 {
+		t.Errorf("rows marked by the relays: got %d, want at most 2", sum)
+	}
+	waitReleased(t, pool, rejected...)
+	left, err := stk.Left(ctx, s.ID, s.Items[0].ID)
+	if err != nil || left != 2 {
+		t.Errorf("stock left: got %d, %v; want 2 (two units back, once each)", left, err)
+	}
+	holders, err := stk.Holders(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"u1": evs[0].OrderID.String()}, holders); diff != "" {
+		t.Errorf("holders (-want +got):\n%s", diff)
+	}
+	var released int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM stock_release WHERE order_id = ANY($1) AND outcome = 'released'`, rejected).Scan(&released); err != nil {
+		t.Fatal(err)
+	}
+	if released != 2 {
+		t.Errorf("rows with outcome released: got %d, want 2", released)
+	}
+}
+
+func TestDrainOutcomes(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	pool := testdb.Pool(t)
+	rc := redis(t)
+	st, stk := store.New(pool), stock.New(rc)
+
+	tests := []struct {
+		name  string
+		setup func(s store.Sale, rejected event.OrderPlaced) // Redis state before the outbox row exists
+		want  string
+	}{
+		{"held unit goes back", func(store.Sale, event.OrderPlaced) {}, store.OutcomeReleased},
+		{"already released", func(s store.Sale, e event.OrderPlaced) {
+			if _, err := stk.Release(ctx, s.ID, e.ItemID, e.UserID, e.OrderID.String()); err != nil {
+				t.Fatal(err)
+			}
+		}, store.OutcomeNotHeld},
+		{"stock key lost", func(s store.Sale, e event.OrderPlaced) {
+			if err := rc.Do(ctx, rc.B().Del().Key(stock.StockKey(s.ID, e.ItemID)).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}, store.OutcomeStockNotLoaded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, evs := fixture(t, st, stk, func(s store.Sale, evs []event.OrderPlaced) { tt.setup(s, evs[1]) })
+			if _, err := relay.New(st, stk, quiet, &metrics.Counters{}).Drain(ctx, []uuid.UUID{evs[1].OrderID}); err != nil {
+				t.Fatal(err)
+			}
+			waitReleased(t, pool, evs[1].OrderID)
+			var got string
+			if err := pool.QueryRow(ctx, `SELECT outcome FROM stock_release WHERE order_id = $1 AND released_at IS NOT NULL`, evs[1].OrderID).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("outcome: got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// With Redis unreachable a pass marks nothing and reports it; the rows stay
+// queued and a later pass (Run) releases them, once.
+func TestDrainRedisDown(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	pool := testdb.Pool(t)
+	st, stk := store.New(pool), stock.New(redis(t))
+	s, evs := fixture(t, st, stk, nil)
+	ids := []uuid.UUID{evs[1].OrderID, evs[2].OrderID}
+
+	dead, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Close()
+	n, err := relay.New(st, stock.New(dead), quiet, &metrics.Counters{}).Drain(ctx, ids)
+	if err == nil || n != 0 {
+		t.Fatalf("drain with Redis down: got %d, %v; want 0 and an error", n, err)
+	}
+
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- relay.New(st, stk, quiet, &metrics.Counters{}).Run(rctx, 20*time.Millisecond) }()
+	waitReleased(t, pool, ids...)
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	left, err := stk.Left(ctx, s.ID, s.Items[0].ID)
+	if err != nil || left != 2 {
+		t.Errorf("stock left: got %d, %v; want 2", left, err)
+	}
+	if diff := cmp.Diff(map[uuid.UUID]string{ids[0]: "", ids[1]: ""}, outcomes(t, st, ids...)); diff != "" {
+		t.Errorf("rows still queued (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,156 @@
+// Package sale is what operators do to a sale, shared by the CLI and the
+// admin API: create it from validated input, load its hot copy into Redis
+// from PostgreSQL, and describe it with both views side by side.
+package sale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/stock"
+)
+
+// ErrInvalid marks operator input that cannot become a sale; the message
+// lists every problem.
+var ErrInvalid = errors.New("invalid sale")
+
+// Limits of the input, matching the table constraints.
+const (
+	MaxNameLen    = 200
+	MaxItems      = 1000
+	MaxQuantity   = 1<<31 - 1 // integer column
+	MaxPaymentTTL = 24 * time.Hour
+)
+
+// numeric(12,2): up to 10 integer digits and 2 decimals, never a float.
+var priceRE = regexp.MustCompile(`^(0|[1-9][0-9]{0,9})(\.[0-9]{1,2})?$`)
+
+// Validate reports every problem of ns at once, wrapped in ErrInvalid.
+func Validate(ns store.NewSale) error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	checkText := func(field, v string, min int) {
+		n := utf8.RuneCountInString(v)
+		switch {
+		case !utf8.ValidString(v) || strings.ContainsRune(v, 0):
+			fail("%s: not valid text", field)
+		case n < min || n > MaxNameLen:
+			fail("%s: want %d..%d characters, got %d", field, min, MaxNameLen, n)
+		}
+	}
+	checkText("name", ns.Name, 1)
+	if ns.StartsAt.IsZero() {
+		fail("startsAt: required")
+	}
+	if !ns.EndsAt.After(ns.StartsAt) {
+		fail("endsAt: must be after startsAt")
+	}
+	if ns.PaymentTTL < time.Second || ns.PaymentTTL > MaxPaymentTTL {
+		fail("paymentTtl: want 1s..%s, got %s", MaxPaymentTTL, ns.PaymentTTL)
+	}
+	if len(ns.Items) == 0 || len(ns.Items) > MaxItems {
+		fail("items: want 1..%d, got %d", MaxItems, len(ns.Items))
+	}
+	for i, it := range ns.Items {
+		checkText(fmt.Sprintf("items[%d].name", i), it.Name, 1)
+		checkText(fmt.Sprintf("items[%d].productId", i), it.ProductID, 0)
+		if !priceRE.MatchString(it.Price) {
+			fail("items[%d].price: want a decimal with at most 2 decimals, got %q", i, it.Price)
+		}
+		if it.Quantity < 0 || it.Quantity > MaxQuantity {
+			fail("items[%d].quantity: want 0..%d, got %d", i, int64(MaxQuantity), it.Quantity)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Service runs the operator actions.
+type Service struct {
+	store *store.Store
+	stock *stock.Store
+}
+
+// NewService builds a service.
+func NewService(st *store.Store, stk *stock.Store) *Service { return &Service{store: st, stock: stk} }
+
+// Create validates and stores a sale.
+func (s *Service) Create(ctx context.Context, ns store.NewSale) (View, error) {
+	if err := Validate(ns); err != nil {
+		return View{}, err
+	}
+	sale, err := s.store.CreateSale(ctx, ns)
+	if err != nil {
+		return View{}, err
+	}
+	return viewOf(sale), nil
+}
+
+// LoadResult is what load-stock wrote to Redis.
+type LoadResult struct {
+	SaleID  int64        `json:"saleId"`
+	Items   []LoadedItem `json:"items"`
+	Holders int          `json:"holders"`
+}
+
+// LoadedItem is the stock written for one item.
+type LoadedItem struct {
+	ItemID int64 `json:"itemId"`
+	Left   int64 `json:"left"`
+}
+
+// LoadStock writes the sale's hot copy into Redis from one PostgreSQL
+// snapshot: per item quantity minus active orders, and the active holders.
+// It sets, never adds, so loading twice gives the same numbers. It is the
+// warm-up and repair step: run during a live sale it would also erase
+// reservations not yet persisted (reconciliation handles that case).
+func (s *Service) LoadStock(ctx context.Context, saleID int64) (LoadResult, error) {
+	snap, err := s.store.StockSnapshot(ctx, saleID)
+	if err != nil {
+		return LoadResult{}, err
+	}
+	if err := s.stock.Load(ctx, saleID, snap.Items, snap.Holders); err != nil {
+		return LoadResult{}, err
+	}
+	res := LoadResult{SaleID: saleID, Items: make([]LoadedItem, 0, len(snap.Items)), Holders: len(snap.Holders)}
+	for _, it := range snap.Items {
+		res.Items = append(res.Items, LoadedItem{ItemID: it.ItemID, Left: it.Left})
+	}
+	return res, nil
+}
+
+// Describe reads the sale from PostgreSQL and the stock left from Redis.
+func (s *Service) Describe(ctx context.Context, saleID int64) (View, error) {
+	sale, err := s.store.GetSale(ctx, saleID)
+	if err != nil {
+		return View{}, err
+	}
+	v := viewOf(sale)
+	for i := range v.Items {
+		left, err := s.stock.Left(ctx, saleID, v.Items[i].ID)
+		loaded := err == nil
+		switch {
+		case errors.Is(err, stock.ErrNotLoaded):
+		case err != nil:
+			return View{}, err
+		default:
+			v.Items[i].Left = &left
+		}
+		v.Items[i].StockLoaded = &loaded
+	}
+	holders, err := s.stock.Holders(ctx, saleID)
+	if err != nil {
+		return View{}, err
+	}
+	n := len(holders)
+	v.Holders = &n
+	return v, nil
+}

@@ -1,0 +1,241 @@
+package sale_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	"github.com/redis/rueidis"
+
+	"flashsale/ordersvc/internal/sale"
+	"flashsale/ordersvc/internal/store"
+	"flashsale/ordersvc/internal/testdb"
+	"flashsale/pkg/event"
+	"flashsale/pkg/stock"
+	"flashsale/pkg/testenv"
+)
+
+func validSale() store.NewSale {
+	start := time.Date(2026, 12, 24, 10, 0, 0, 0, time.UTC)
+	return store.NewSale{Name: "xmas", StartsAt: start, EndsAt: start.Add(time.Hour), PaymentTTL: 10 * time.Minute,
+		Items: []store.NewItem{{ProductID: "p1", Name: "phone", Price: "199.99", Quantity: 100}}}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		edit   func(*store.NewSale)
+		wantIn []string // substrings of the error; none means valid
+	}{
+		{"valid", func(*store.NewSale) {}, nil},
+		{"zero quantity is a valid item", func(s *store.NewSale) { s.Items[0].Quantity = 0 }, nil},
+		{"integer price", func(s *store.NewSale) { s.Items[0].Price = "5" }, nil},
+		{"empty name", func(s *store.NewSale) { s.Name = "" }, []string{"name"}},
+		{"name too long", func(s *store.NewSale) { s.Name = strings.Repeat("x", 201) }, []string{"name"}},
+		{"ends before it starts", func(s *store.NewSale) { s.EndsAt = s.StartsAt }, []string{"endsAt"}},
+		{"no payment ttl", func(s *store.NewSale) { s.PaymentTTL = 0 }, []string{"paymentTtl"}},
+		{"no items", func(s *store.NewSale) { s.Items = nil }, []string{"items"}},
+		{"three decimals", func(s *store.NewSale) { s.Items[0].Price = "1.999" }, []string{"items[0].price"}},
+		{"negative price", func(s *store.NewSale) { s.Items[0].Price = "-1" }, []string{"items[0].price"}},
+		{"float notation", func(s *store.NewSale) { s.Items[0].Price = "1e3" }, []string{"items[0].price"}},
+		{"negative quantity", func(s *store.NewSale) { s.Items[0].Quantity = -1 }, []string{"items[0].quantity"}},
+		{"quantity beyond the column", func(s *store.NewSale) { s.Items[0].Quantity = 1 << 31 }, []string{"items[0].quantity"}},
+		{"NUL in a name", func(s *store.NewSale) { s.Items[0].Name = "a\x00b" }, []string{"items[0].name"}},
+		{"every problem at once", func(s *store.NewSale) { s.Name = ""; s.PaymentTTL = 0; s.Items[0].Price = "x" },
+			[]string{"name", "paymentTtl", "items[0].price"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := validSale()
+			tt.edit(&ns)
+			err := sale.Validate(ns)
+			if len(tt.wantIn) == 0 {
+				if err != nil {
+					t.Fatalf("got %v, want valid", err)
+				}
+				return
+			}
+			if !errors.Is(err, sale.ErrInvalid) {
+				t.Fatalf("got %v, want ErrInvalid", err)
+			}
+			for _, s := range tt.wantIn {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not name %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+func TestParseItem(t *testing.T) {
+	tests := []struct {
+		spec    string
+		want    store.NewItem
+		wantErr bool
+	}{
+		{"phone:199.99:100", store.NewItem{ProductID: "phone", Name: "phone", Price: "199.99", Quantity: 100}, false},
+		{"phone:199.99:100:sku:1", store.NewItem{ProductID: "sku:1", Name: "phone", Price: "199.99", Quantity: 100}, false},
+		{"phone:199.99", store.NewItem{}, true},
+		{"phone:1:many", store.NewItem{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			got, err := sale.ParseItem(tt.spec)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseStart(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in      string
+		want    time.Time
+		wantErr bool
+	}{
+		{"+30s", now.Add(30 * time.Second), false},
+		{"2026-12-24T10:00:00Z", time.Date(2026, 12, 24, 10, 0, 0, 0, time.UTC), false},
+		{"+-5s", time.Time{}, true},
+		{"tomorrow", time.Time{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := sale.ParseStart(tt.in, now)
+			if (err != nil) != tt.wantErr || !got.Equal(tt.want) {
+				t.Errorf("got %v, %v; want %v, error %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestDecodeCreate(t *testing.T) {
+	tests := []struct {
+		name    string
+		body    string
+		want    string // price of the first item when valid
+		wantErr bool
+	}{
+		{"number price", `{"name":"s","startsAt":"2026-12-24T10:00:00Z","endsAt":"2026-12-24T11:00:00Z","paymentTtlSeconds":600,"items":[{"productId":"p","name":"n","price":19.99,"quantity":3}]}`, "19.99", false},
+		{"string price", `{"name":"s","startsAt":"2026-12-24T10:00:00Z","endsAt":"2026-12-24T11:00:00Z","paymentTtlSeconds":600,"items":[{"productId":"p","name":"n","price":"19.99","quantity":3}]}`, "19.99", false},
+		{"unknown field", `{"name":"s","bogus":1}`, "", true},
+		{"huge ttl", `{"name":"s","startsAt":"2026-12-24T10:00:00Z","endsAt":"2026-12-24T11:00:00Z","paymentTtlSeconds":9223372036854775807,"items":[{"name":"n","price":1,"quantity":3}]}`, "", true},
+		{"trailing data", `{"name":"s"} {}`, "", true},
+		{"not json", `nope`, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns, err := sale.DecodeCreate([]byte(tt.body))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			if err != nil && !errors.Is(err, sale.ErrInvalid) {
+				t.Errorf("got %v, want ErrInvalid", err)
+			}
+			if err == nil && ns.Items[0].Price != tt.want {
+				t.Errorf("price: got %q, want %q", ns.Items[0].Price, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzDecodeCreate(f *testing.F) {
+	f.Add([]byte(`{"name":"s","startsAt":"2026-12-24T10:00:00Z","endsAt":"2026-12-24T11:00:00Z","paymentTtlSeconds":600,"items":[{"productId":"p","name":"n","price":19.99,"quantity":3}]}`))
+	f.Add([]byte(`{"items":[{"price":"1e400"}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ns, err := sale.DecodeCreate(b)
+		if err != nil {
+			if !errors.Is(err, sale.ErrInvalid) {
+				t.Fatalf("error not ErrInvalid: %v", err)
+			}
+			return
+		}
+		if err := sale.Validate(ns); err != nil {
+			t.Fatalf("decoded sale does not validate: %v", err)
+		}
+	})
+}
+
+func FuzzParseItem(f *testing.F) {
+	f.Add("phone:199.99:100:sku")
+	f.Fuzz(func(t *testing.T, spec string) {
+		it, err := sale.ParseItem(spec)
+		if err != nil {
+			if !errors.Is(err, sale.ErrInvalid) {
+				t.Fatalf("error not ErrInvalid: %v", err)
+			}
+			return
+		}
+		if strings.Contains(it.Name, ":") {
+			t.Fatalf("name %q holds a colon", it.Name)
+		}
+	})
+}
+
+// Loading twice gives quantity minus active orders, never twice that: the
+// load sets the numbers, it does not add them.
+func TestLoadStockTwice(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, testenv.RedisAddr())
+	ctx := testenv.Context(t)
+	pool := testdb.Pool(t)
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	st, stk := store.New(pool), stock.New(rc)
+	svc := sale.NewService(st, stk)
+	s := testdb.Sale(t, st, 5, 3)
+	// Two active orders on item 0, one rejected (not active) on item 1.
+	placed := time.Now()
+	evs := []event.OrderPlaced{
+		{Version: 1, OrderID: uuid.New(), SaleID: s.ID, ItemID: s.Items[0].ID, UserID: "u1", PlacedAt: placed},
+		{Version: 1, OrderID: uuid.New(), SaleID: s.ID, ItemID: s.Items[0].ID, UserID: "u2", PlacedAt: placed},
+		{Version: 1, OrderID: uuid.New(), SaleID: s.ID, ItemID: s.Items[1].ID, UserID: "u1", PlacedAt: placed}, // ALREADY_ACTIVE
+	}
+	if _, err := st.PersistBatch(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	want := sale.LoadResult{SaleID: s.ID, Holders: 2, Items: []sale.LoadedItem{{ItemID: s.Items[0].ID, Left: 3}, {ItemID: s.Items[1].ID, Left: 3}}}
+	wantHolders := map[string]string{"u1": evs[0].OrderID.String(), "u2": evs[1].OrderID.String()}
+	for run := 1; run <= 2; run++ {
+		got, err := svc.LoadStock(ctx, s.ID)
+		if err != nil {
+			t.Fatalf("load %d: %v", run, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("load %d result (-want +got):\n%s", run, diff)
+		}
+		for _, it := range want.Items {
+			left, err := stk.Left(ctx, s.ID, it.ItemID)
+			if err != nil || left != it.Left {
+				t.Errorf("load %d: Redis stock of item %d: got %d, %v; want %d", run, it.ItemID, left, err, it.Left)
+			}
+		}
+		holders, err := stk.Holders(ctx, s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(wantHolders, holders); diff != "" {
+			t.Errorf("load %d holders (-want +got):\n%s", run, diff)
+		}
+	}
+	v, err := svc.Describe(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *v.Items[0].Left != 3 || v.Items[0].Sold != 2 || !*v.Items[0].StockLoaded || *v.Holders != 2 {
+		t.Errorf("describe: left %d sold %d loaded %v holders %d, want 3 2 true 2", *v.Items[0].Left, v.Items[0].Sold, *v.Items[0].StockLoaded, *v.Holders)
+	}
+	if _, err := svc.LoadStock(ctx, 1<<62); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("load of an unknown sale: got %v, want ErrNotFound", err)
+	}
+}

@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Release outcomes recorded on stock_release rows.
+const (
+	OutcomeReleased       = "released"         // the unit went back to Redis
+	OutcomeNotHeld        = "not_held"         // the order held nothing in Redis (already released, or never reserved)
+	OutcomeStockNotLoaded = "stock_not_loaded" // the stock key is missing; reconciliation from PostgreSQL decides
+)
+
+// PendingRelease is an outbox row whose unit has not been given back yet.
+type PendingRelease struct {
+	OrderID uuid.UUID
+	SaleID  int64
+	ItemID  int64
+	UserID  string
+	Reason  string
+}
+
+// ReleaseFunc gives back the units of rows and returns one outcome per row;
+// "" leaves that row pending for a later pass (e.g. Redis was unreachable).
+type ReleaseFunc func(ctx context.Context, rows []PendingRelease) []string
+
+// DrainReleases claims up to limit pending outbox rows (only those of
+// orderIDs when it is non-empty) with FOR UPDATE SKIP LOCKED, so several
+// relays can run at once without handing a row out twice, calls release on
+// them inside the transaction, and records the outcomes. It returns how many
+// rows it claimed and how many it marked done.
+func (s *Store) DrainReleases(ctx context.Context, orderIDs []uuid.UUID, limit int, release ReleaseFunc) (claimed, done int, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var rows pgx.Rows
+		var err error
+		if len(orderIDs) > 0 {
+			rows, err = tx.Query(ctx, `
+				SELECT order_id, sale_id, item_id, user_id, reason FROM stock_release
+				WHERE released_at IS NULL AND order_id = ANY($1::uuid[])
+				ORDER BY created_at
+				LIMIT $2
+				FOR UPDATE SKIP LOCKED`, orderIDs, limit)
+		} else {
+			rows, err = tx.Query(ctx, `
+				SELECT order_id, sale_id, item_id, user_id, reason FROM stock_release
+				WHERE released_at IS NULL
+				ORDER BY created_at
+				LIMIT $1
+				FOR UPDATE SKIP LOCKED`, limit)
+		}
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		pending, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PendingRelease, error) {
+			var p PendingRelease
+			err := r.Scan(&p.OrderID, &p.SaleID, &p.ItemID, &p.UserID, &p.Reason)
+			return p, err
+		})
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		claimed = len(pending)
+		if claimed == 0 {
+			return nil
+		}
+		outcomes := release(ctx, pending)
+		ids := make([]uuid.UUID, 0, len(pending))
+		outs := make([]string, 0, len(pending))
+		for i, p := range pending {
+			if i < len(outcomes) && outcomes[i] != "" {
+				ids = append(ids, p.OrderID)
+				outs = append(outs, outcomes[i])
+			}
+		}
+		done = len(ids)
+		if done == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `
+			UPDATE stock_release r SET released_at = now(), outcome = v.outcome
+			FROM unnest($1::uuid[], $2::text[]) AS v(order_id, outcome)
+			WHERE r.order_id = v.order_id`, ids, outs); err != nil {
+			return fmt.Errorf("mark released: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("drain stock releases: %w", err)
+	}
+	return claimed, done, nil
+}

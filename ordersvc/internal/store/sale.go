@@ -1,0 +1,194 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"flashsale/pkg/stock"
+)
+
+// NewSale is a sale to create. Validation of the operator's input happens in
+// package sale; the table constraints here are the last word.
+type NewSale struct {
+	Name       string
+	StartsAt   time.Time
+	EndsAt     time.Time
+	PaymentTTL time.Duration
+	Items      []NewItem
+}
+
+// NewItem is an item of a new sale. Price is a decimal string ("19.99") so
+// no float ever touches money.
+type NewItem struct {
+	ProductID string
+	Name      string
+	Price     string
+	Quantity  int64
+}
+
+// Sale is a stored sale with its items.
+type Sale struct {
+	ID         int64
+	Name       string
+	StartsAt   time.Time
+	EndsAt     time.Time
+	PaymentTTL time.Duration
+	CreatedAt  time.Time
+	Items      []Item
+}
+
+// Item is a stored item. Sold counts units held by active orders.
+type Item struct {
+	ID        int64
+	SaleID    int64
+	ProductID string
+	Name      string
+	Price     string
+	Quantity  int64
+	Sold      int64
+}
+
+// CreateSale writes a sale and its items in one transaction.
+func (s *Store) CreateSale(ctx context.Context, ns NewSale) (Sale, error) {
+	sale := Sale{Name: ns.Name, StartsAt: ns.StartsAt, EndsAt: ns.EndsAt, PaymentTTL: ns.PaymentTTL}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `
+			INSERT INTO flash_sale (name, starts_at, ends_at, payment_ttl)
+			VALUES ($1, $2, $3, make_interval(secs => $4))
+			RETURNING id, starts_at, ends_at, created_at`,
+			ns.Name, ns.StartsAt, ns.EndsAt, ns.PaymentTTL.Seconds(),
+		).Scan(&sale.ID, &sale.StartsAt, &sale.EndsAt, &sale.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("insert sale: %w", err)
+		}
+		b := &pgx.Batch{}
+		for _, it := range ns.Items {
+			b.Queue(`
+				INSERT INTO flash_sale_item (sale_id, product_id, name, price, quantity)
+				VALUES ($1, $2, $3, $4::numeric, $5)
+				RETURNING id, price::text`,
+				sale.ID, it.ProductID, it.Name, it.Price, it.Quantity)
+		}
+		br := tx.SendBatch(ctx, b)
+		for _, it := range ns.Items {
+			item := Item{SaleID: sale.ID, ProductID: it.ProductID, Name: it.Name, Quantity: it.Quantity}
+			if err := br.QueryRow().Scan(&item.ID, &item.Price); err != nil {
+				br.Close()
+				return fmt.Errorf("insert item %q: %w", it.Name, err)
+			}
+			sale.Items = append(sale.Items, item)
+		}
+		return br.Close()
+	})
+	if err != nil {
+		return Sale{}, fmt.Errorf("create sale %q: %w", ns.Name, err)
+	}
+	return sale, nil
+}
+
+// GetSale reads a sale and its items in one snapshot.
+func (s *Store) GetSale(ctx context.Context, saleID int64) (Sale, error) {
+	var sale Sale
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		sale, err = getSale(ctx, tx, saleID)
+		return err
+	})
+	if err != nil {
+		return Sale{}, fmt.Errorf("get sale %d: %w", saleID, err)
+	}
+	return sale, nil
+}
+
+func getSale(ctx context.Context, tx pgx.Tx, saleID int64) (Sale, error) {
+	sale := Sale{ID: saleID}
+	var ttlMicros int64
+	err := tx.QueryRow(ctx, `
+		SELECT name, starts_at, ends_at, (extract(epoch FROM payment_ttl) * 1000000)::bigint, created_at
+		FROM flash_sale WHERE id = $1`, saleID,
+	).Scan(&sale.Name, &sale.StartsAt, &sale.EndsAt, &ttlMicros, &sale.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Sale{}, ErrNotFound
+	}
+	if err != nil {
+		return Sale{}, fmt.Errorf("read sale: %w", err)
+	}
+	sale.PaymentTTL = time.Duration(ttlMicros) * time.Microsecond
+	rows, err := tx.Query(ctx, `
+		SELECT id, product_id, name, price::text, quantity, sold
+		FROM flash_sale_item WHERE sale_id = $1 ORDER BY id`, saleID)
+	if err != nil {
+		return Sale{}, fmt.Errorf("read items: %w", err)
+	}
+	sale.Items, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Item, error) {
+		it := Item{SaleID: saleID}
+		err := r.Scan(&it.ID, &it.ProductID, &it.Name, &it.Price, &it.Quantity, &it.Sold)
+		return it, err
+	})
+	if err != nil {
+		return Sale{}, fmt.Errorf("read items: %w", err)
+	}
+	return sale, nil
+}
+
+// StockSnapshot is what Redis must hold for a sale: per item the units left
+// (quantity minus active orders) and the users holding active orders.
+type StockSnapshot struct {
+	Sale    Sale
+	Items   []stock.ItemStock
+	Holders []stock.Holder
+}
+
+// StockSnapshot computes the sale's hot copy from active orders, in one
+// REPEATABLE READ snapshot so stock and holders agree with each other.
+func (s *Store) StockSnapshot(ctx context.Context, saleID int64) (StockSnapshot, error) {
+	var snap StockSnapshot
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		sale, err := getSale(ctx, tx, saleID)
+		if err != nil {
+			return err
+		}
+		snap = StockSnapshot{Sale: sale}
+		rows, err := tx.Query(ctx, `
+			SELECT i.id, i.quantity - count(o.id)
+			FROM flash_sale_item i
+			LEFT JOIN flash_sale_order o ON o.item_id = i.id AND o.status IN ('PENDING', 'PAID')
+			WHERE i.sale_id = $1
+			GROUP BY i.id ORDER BY i.id`, saleID)
+		if err != nil {
+			return fmt.Errorf("count active orders: %w", err)
+		}
+		snap.Items, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (stock.ItemStock, error) {
+			var it stock.ItemStock
+			err := r.Scan(&it.ItemID, &it.Left)
+			return it, err
+		})
+		if err != nil {
+			return fmt.Errorf("count active orders: %w", err)
+		}
+		rows, err = tx.Query(ctx, `
+			SELECT user_id, id::text FROM flash_sale_order
+			WHERE sale_id = $1 AND status IN ('PENDING', 'PAID')
+			ORDER BY user_id`, saleID)
+		if err != nil {
+			return fmt.Errorf("read holders: %w", err)
+		}
+		snap.Holders, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (stock.Holder, error) {
+			var h stock.Holder
+			err := r.Scan(&h.UserID, &h.OrderID)
+			return h, err
+		})
+		if err != nil {
+			return fmt.Errorf("read holders: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return StockSnapshot{}, fmt.Errorf("stock snapshot of sale %d: %w", saleID, err)
+	}
+	return snap, nil
+}

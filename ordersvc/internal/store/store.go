@@ -1,0 +1,60 @@
+// Package store is ordersvc's PostgreSQL side: the schema and its migrations,
+// sales and items, orders, the batch persistence of OrderPlaced events and the
+// stock-release outbox. PostgreSQL is the source of truth; every rule that
+// must hold (stock, one active order per user, idempotency by order id) is
+// also a constraint here, so a bug above cannot break it silently.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Outcomes callers branch on.
+var (
+	// ErrNotFound: no such sale or order.
+	ErrNotFound = errors.New("store: not found")
+	// ErrActiveConflict: another transaction committed an active order for
+	// the same user and sale while this batch was being written; retrying
+	// the batch sees that row and rejects the duplicate properly.
+	ErrActiveConflict = errors.New("store: concurrent active order for the same user and sale")
+)
+
+// Order statuses.
+const (
+	StatusPending   = "PENDING"
+	StatusPaid      = "PAID"
+	StatusExpired   = "EXPIRED"
+	StatusCancelled = "CANCELLED"
+	StatusRejected  = "REJECTED"
+)
+
+// Reasons an event does not become an active order.
+const (
+	// ReasonAlreadyActive: the user already holds an active order in the sale.
+	ReasonAlreadyActive = "ALREADY_ACTIVE"
+	// ReasonSoldOutInDB: PostgreSQL has no unit left although Redis reserved one.
+	ReasonSoldOutInDB = "SOLD_OUT_IN_DB"
+	// ReasonUnknownItem: the item does not exist or belongs to another sale;
+	// no row can be written, the event is dead-lettered.
+	ReasonUnknownItem = "UNKNOWN_ITEM"
+)
+
+// Store runs ordersvc's SQL over a pgx pool.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New wraps a pool; the caller owns and closes it.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Ping checks that PostgreSQL answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping postgres: %w", err)
+	}
+	return nil
+}

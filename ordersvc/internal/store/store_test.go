@@ -1,0 +1,299 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"flashsale/ordersvc/internal/store"
+	"flashsale/ordersvc/internal/testdb"
+	"flashsale/pkg/event"
+	"flashsale/pkg/testenv"
+)
+
+func TestMigrateTwice(t *testing.T) {
+	pool := testdb.Pool(t) // migrates once
+	ctx := testenv.Context(t)
+	for i := range 2 {
+		from, to, err := store.Migrate(ctx, pool)
+		if err != nil {
+			t.Fatalf("migration run %d: %v", i+2, err)
+		}
+		if from != to || to < 1 {
+			t.Errorf("run %d: version %d -> %d, want unchanged and >= 1", i+2, from, to)
+		}
+	}
+}
+
+// ev names an event symbolically: order and user names, item index in the sale.
+type ev struct {
+	order string
+	item  int // index into the sale's items; -1 an unknown item id; -2 an item of another sale
+	user  string
+}
+
+func TestPersistBatch(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	st := store.New(pool)
+	accepted := store.Outcome{Kind: store.Accepted}
+	dup := store.Outcome{Kind: store.Duplicate}
+	soldOut := store.Outcome{Kind: store.Rejected, Reason: store.ReasonSoldOutInDB}
+	already := store.Outcome{Kind: store.Rejected, Reason: store.ReasonAlreadyActive}
+	unknown := store.Outcome{Kind: store.Unpersistable, Reason: store.ReasonUnknownItem}
+
+	tests := []struct {
+		name       string
+		quantities []int64
+		before     [][]ev // batches persisted first
+		batch      []ev
+		want       []store.Outcome
+		wantSold   []int64
+		wantOutbox int // stock_release rows of the sale
+	}{
+		{
+			name: "all fit", quantities: []int64{3},
+			batch:    []ev{{"a", 0, "u1"}, {"b", 0, "u2"}},
+			want:     []store.Outcome{accepted, accepted},
+			wantSold: []int64{2},
+		},
+		{
+			name: "same message twice in one batch writes one row", quantities: []int64{3},
+			batch:    []ev{{"a", 0, "u1"}, {"a", 0, "u1"}},
+			want:     []store.Outcome{accepted, dup},
+			wantSold: []int64{1},
+		},
+		{
+			name: "redelivery in a later batch is a duplicate", quantities: []int64{3},
+			before:   [][]ev{{{"a", 0, "u1"}}},
+			batch:    []ev{{"a", 0, "u1"}},
+			want:     []store.Outcome{{Kind: store.Duplicate, Status: store.StatusPending}},
+			wantSold: []int64{1},
+		},
+		{
+			name: "beyond the stock in PostgreSQL", quantities: []int64{1},
+			batch:    []ev{{"a", 0, "u1"}, {"b", 0, "u2"}},
+			want:     []store.Outcome{accepted, soldOut},
+			wantSold: []int64{1}, wantOutbox: 1,
+		},
+		{
+			name: "same user twice in one batch", quantities: []int64{5},
+			batch:    []ev{{"a", 0, "u1"}, {"b", 0, "u1"}},
+			want:     []store.Outcome{accepted, already},
+			wantSold: []int64{1}, wantOutbox: 1,
+		},
+		{
+			name: "user active from an earlier batch", quantities: []int64{5},
+			before:   [][]ev{{{"a", 0, "u1"}}},
+			batch:    []ev{{"b", 0, "u1"}},
+			want:     []store.Outcome{already},
+			wantSold: []int64{1}, wantOutbox: 1,
+		},
+		{
+			name: "a rejected order does not make the user active", quantities: []int64{0, 5},
+			batch:    []ev{{"a", 0, "u1"}, {"b", 1, "u1"}},
+			want:     []store.Outcome{soldOut, accepted},
+			wantSold: []int64{0, 1}, wantOutbox: 1,
+		},
+		{
+			name: "stock counted per item, sold bumped once per item", quantities: []int64{2, 2},
+			batch:    []ev{{"a", 0, "u1"}, {"b", 1, "u2"}, {"c", 0, "u3"}, {"d", 0, "u4"}},
+			want:     []store.Outcome{accepted, accepted, accepted, soldOut},
+			wantSold: []int64{2, 1}, wantOutbox: 1,
+		},
+		{
+			name: "unknown item and item of another sale", quantities: []int64{5},
+			batch:    []ev{{"a", -1, "u1"}, {"b", -2, "u2"}, {"c", 0, "u3"}},
+			want:     []store.Outcome{unknown, unknown, accepted},
+			wantSold: []int64{1},
+		},
+		{
+			name: "redelivered rejection reports the stored reason", quantities: []int64{1},
+			before:   [][]ev{{{"a", 0, "u1"}, {"b", 0, "u2"}}},
+			batch:    []ev{{"b", 0, "u2"}},
+			want:     []store.Outcome{{Kind: store.Duplicate, Status: store.StatusRejected, Reason: store.ReasonSoldOutInDB}},
+			wantSold: []int64{1}, wantOutbox: 1,
+		},
+		{
+			name: "empty stock", quantities: []int64{0},
+			batch:    []ev{{"a", 0, "u1"}},
+			want:     []store.Outcome{soldOut},
+			wantSold: []int64{0}, wantOutbox: 1,
+		},
+	}
+	other := testdb.Sale(t, st, 1)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testenv.Context(t)
+			sale := testdb.Sale(t, st, tt.quantities...)
+			ids := map[string]uuid.UUID{}
+			placed := time.Now().UTC().Truncate(time.Microsecond)
+			mk := func(evs []ev) []event.OrderPlaced {
+				var out []event.OrderPlaced
+				for _, e := range evs {
+					if _, ok := ids[e.order]; !ok {
+						ids[e.order] = uuid.New()
+					}
+					item := int64(1 << 60)
+					switch e.item {
+					case -1:
+					case -2:
+						item = other.Items[0].ID
+					default:
+						item = sale.Items[e.item].ID
+					}
+					out = append(out, event.OrderPlaced{Version: 1, OrderID: ids[e.order], SaleID: sale.ID, ItemID: item, UserID: e.user, PlacedAt: placed})
+				}
+				return out
+			}
+			for _, b := range tt.before {
+				if _, err := st.PersistBatch(ctx, mk(b)); err != nil {
+					t.Fatalf("persist earlier batch: %v", err)
+				}
+			}
+			events := mk(tt.batch)
+			got, err := st.PersistBatch(ctx, events)
+			if err != nil {
+				t.Fatalf("PersistBatch: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("outcomes (-want +got):\n%s", diff)
+			}
+			after, err := st.GetSale(ctx, sale.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sold []int64
+			for _, it := range after.Items {
+				sold = append(sold, it.Sold)
+			}
+			if diff := cmp.Diff(tt.wantSold, sold); diff != "" {
+				t.Errorf("sold per item (-want +got):\n%s", diff)
+			}
+			var outbox int
+			if err := pool.QueryRow(ctx, "SELECT count(*) FROM stock_release WHERE sale_id = $1", sale.ID).Scan(&outbox); err != nil {
+				t.Fatal(err)
+			}
+			if outbox != tt.wantOutbox {
+				t.Errorf("stock_release rows: got %d, want %d", outbox, tt.wantOutbox)
+			}
+			// Every Accepted or Rejected event is a row with that status.
+			for i, o := range got {
+				if o.Kind != store.Accepted && o.Kind != store.Rejected {
+					continue
+				}
+				row, err := st.GetOrder(ctx, events[i].OrderID)
+				if err != nil {
+					t.Fatalf("event %d (%v): %v", i, o.Kind, err)
+				}
+				wantStatus, wantExpires := store.StatusPending, placed.Add(after.PaymentTTL)
+				if o.Kind == store.Rejected {
+					wantStatus, wantExpires = store.StatusRejected, placed
+					if row.ClosedAt == nil || row.RejectReason != o.Reason {
+						t.Errorf("rejected row %d: closedAt %v reason %q, want set and %q", i, row.ClosedAt, row.RejectReason, o.Reason)
+					}
+				}
+				if row.Status != wantStatus || !row.ExpiresAt.Equal(wantExpires) || !row.CreatedAt.Equal(placed) {
+					t.Errorf("row %d: status %s expires %v created %v, want %s %v %v", i, row.Status, row.ExpiresAt, row.CreatedAt, wantStatus, wantExpires, placed)
+				}
+			}
+		})
+	}
+}
+
+// Consumers racing on the same sale never oversell and never give a user
+// two active orders; the one race the item locks cannot prevent (two items,
+// same user) surfaces as ErrActiveConflict and is resolved by retrying.
+func TestPersistBatchConcurrent(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	st := store.New(pool)
+	ctx := testenv.Context(t)
+	sale := testdb.Sale(t, st, 30, 30)
+	const workers, perWorker = 4, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	var conflicts sync.Map
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var batch []event.OrderPlaced
+			for i := range perWorker {
+				// Users overlap across workers and items, so one-active races happen.
+				batch = append(batch, event.OrderPlaced{Version: 1, OrderID: uuid.New(), SaleID: sale.ID,
+					ItemID: sale.Items[(w+i)%2].ID, UserID: fmt.Sprintf("u%d", i), PlacedAt: time.Now()})
+			}
+			for attempt := 0; ; attempt++ {
+				_, err := st.PersistBatch(ctx, batch)
+				if errors.Is(err, store.ErrActiveConflict) && attempt < 10 {
+					conflicts.Store(w, attempt+1)
+					continue
+				}
+				if err != nil {
+					errs <- err
+				}
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var active, users int
+	if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT user_id) FROM flash_sale_order
+		WHERE sale_id = $1 AND status IN ('PENDING','PAID')`, sale.ID).Scan(&active, &users); err != nil {
+		t.Fatal(err)
+	}
+	if active != users || active != perWorker {
+		t.Errorf("active orders %d for %d users, want one each for all %d users", active, users, perWorker)
+	}
+	after, err := st.GetSale(ctx, sale.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := after.Items[0].Sold + after.Items[1].Sold; s != int64(active) {
+		t.Errorf("sold %d, want %d (active orders)", s, active)
+	}
+}
+
+// A batch against an unreachable database fails as a whole and writes nothing.
+func TestPersistBatchDatabaseDown(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	sale := testdb.Sale(t, store.New(pool), 1)
+	ctx := testenv.Context(t)
+	closed, err := pgxpool.New(ctx, testenv.PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	id := uuid.New()
+	_, err = store.New(closed).PersistBatch(ctx, []event.OrderPlaced{{Version: 1, OrderID: id, SaleID: sale.ID, ItemID: sale.Items[0].ID, UserID: "u1", PlacedAt: time.Now()}})
+	if err == nil {
+		t.Fatal("PersistBatch on a closed pool succeeded")
+	}
+	if _, err := store.New(pool).GetOrder(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetOrder after failed batch: got %v, want ErrNotFound", err)
+	}
+}
+
+func TestGetSaleNotFound(t *testing.T) {
+	t.Parallel()
+	st := store.New(testdb.Pool(t))
+	if _, err := st.GetSale(testenv.Context(t), 1<<62); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("got %v, want ErrNotFound", err)
+	}
+	if _, err := st.GetOrder(testenv.Context(t), uuid.New()); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("got %v, want ErrNotFound", err)
+	}
+}
