@@ -71,8 +71,8 @@ func (v *Verifier) UserID(token string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrUnauthenticated, err)
 	}
-	if claims.Subject == "" || len(claims.Subject) > event.MaxUserIDLen {
-		return "", fmt.Errorf("%w: subject of %d bytes", ErrUnauthenticated, len(claims.Subject))
+	if !event.ValidUserID(claims.Subject) {
+		return "", fmt.Errorf("%w: subject of %d bytes is empty, too long or has control characters", ErrUnauthenticated, len(claims.Subject))
 	}
 	return claims.Subject, nil
 }

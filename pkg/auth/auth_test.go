@@ -58,6 +58,7 @@ func TestUserID(t *testing.T) {
 		{"wrong issuer", sign(t, jwt.SigningMethodHS256, key, jwt.MapClaims{"sub": "a", "iss": "evil", "exp": now.Add(time.Hour).Unix()}), "", true},
 		{"empty subject", sign(t, jwt.SigningMethodHS256, key, jwt.MapClaims{"iss": "flashsale", "exp": now.Add(time.Hour).Unix()}), "", true},
 		{"huge subject", sign(t, jwt.SigningMethodHS256, key, jwt.MapClaims{"sub": strings.Repeat("x", 200), "iss": "flashsale", "exp": now.Add(time.Hour).Unix()}), "", true},
+		{"NUL in subject", sign(t, jwt.SigningMethodHS256, key, jwt.MapClaims{"sub": "a\x00b", "iss": "flashsale", "exp": now.Add(time.Hour).Unix()}), "", true},
 		{"truncated", good[:len(good)-5], "", true},
 		{"tampered payload", parts[0] + "." + parts[1] + "x." + parts[2], "", true},
 		{"empty", "", "", true},

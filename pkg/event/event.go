@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -28,6 +29,21 @@ type OrderPlaced struct {
 	ItemID   int64     `json:"itemId"`
 	UserID   string    `json:"userId"`
 	PlacedAt time.Time `json:"placedAt"`
+}
+
+// ValidUserID reports whether a user id can be keyed and stored: 1 to
+// MaxUserIDLen bytes of valid UTF-8 without control characters (PostgreSQL
+// text cannot hold a NUL, and such an id would be retried forever).
+func ValidUserID(id string) bool {
+	if id == "" || len(id) > MaxUserIDLen || !utf8.ValidString(id) {
+		return false
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // ErrInvalid marks a payload that is not a valid OrderPlaced; such a message
@@ -67,8 +83,8 @@ func (e OrderPlaced) Validate() error {
 		return fmt.Errorf("%w: missing order id", ErrInvalid)
 	case e.SaleID <= 0 || e.ItemID <= 0:
 		return fmt.Errorf("%w: sale %d item %d", ErrInvalid, e.SaleID, e.ItemID)
-	case e.UserID == "" || len(e.UserID) > MaxUserIDLen:
-		return fmt.Errorf("%w: user id of %d bytes", ErrInvalid, len(e.UserID))
+	case !ValidUserID(e.UserID):
+		return fmt.Errorf("%w: user id of %d bytes is empty, too long or has control characters", ErrInvalid, len(e.UserID))
 	case e.PlacedAt.IsZero():
 		return fmt.Errorf("%w: missing placedAt", ErrInvalid)
 	}

@@ -65,6 +65,7 @@ func TestUnmarshalRejects(t *testing.T) {
 		{"bad uuid", `{"v":1,"orderId":"nope","saleId":7,"itemId":42,"userId":"u","placedAt":"2026-12-02T12:00:00Z"}`},
 		{"negative item", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":-1,"userId":"u","placedAt":"2026-12-02T12:00:00Z"}`},
 		{"missing user", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":42,"placedAt":"2026-12-02T12:00:00Z"}`},
+		{"NUL in user id", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":42,"userId":"a\u0000b","placedAt":"2026-12-02T12:00:00Z"}`},
 		{"missing time", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":42,"userId":"u"}`},
 		{"huge sale id", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":99999999999999999999,"itemId":42,"userId":"u","placedAt":"2026-12-02T12:00:00Z"}`},
 	}

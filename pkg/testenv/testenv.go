@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -46,8 +47,16 @@ func Require(t testing.TB, addrs ...string) {
 	}
 }
 
-// PostgresAddr is host:port of the local PostgreSQL, for Require.
-func PostgresAddr() string { return "127.0.0.1:" + env("FLASHSALE_PG_PORT", "15432") }
+// PostgresAddr is host:port of the PostgreSQL that PostgresDSN names, for Require.
+func PostgresAddr() string {
+	if u, err := url.Parse(PostgresDSN()); err == nil && u.Host != "" {
+		if u.Port() == "" {
+			return net.JoinHostPort(u.Hostname(), "5432")
+		}
+		return u.Host
+	}
+	return "127.0.0.1:" + env("FLASHSALE_PG_PORT", "15432")
+}
 
 // Context returns a context bounded by the test's deadline (or 2 minutes).
 func Context(t testing.TB) context.Context {
@@ -55,7 +64,8 @@ func Context(t testing.TB) context.Context {
 	d := 2 * time.Minute
 	if tt, ok := t.(*testing.T); ok {
 		if dl, ok := tt.Deadline(); ok {
-			d = time.Until(dl) - 5*time.Second
+			// leave a little time to report, but never a negative timeout
+			d = max(time.Until(dl)*9/10, time.Until(dl)-5*time.Second)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
