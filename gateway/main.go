@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"golang.org/x/sync/errgroup"
+
 	"flashsale/gateway/internal/app"
 	"flashsale/gateway/internal/config"
 )
@@ -39,5 +41,27 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return err
 	}
-	return g.Serve(ctx)
+	// SIGHUP re-reads the configuration (the FLASHSALE_CONFIG file) and
+	// applies the live settings; a bad file is reported and changes nothing.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.Go(func() error {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-hup:
+				next, err := config.Load(getenv)
+				if err != nil {
+					log.Error("configuration not reloaded", "err", err)
+					continue
+				}
+				g.Reload(ctx, next)
+			}
+		}
+	})
+	eg.Go(func() error { return g.Serve(ctx) })
+	return eg.Wait()
 }

@@ -174,6 +174,20 @@ func TestRateLimitsPerUserAndPerIP(t *testing.T) {
 	}
 }
 
+// Without trusted proxies X-Forwarded-For is ignored: a client cannot
+// rotate it to dodge the per-IP limit.
+func TestUntrustedPeerCannotSpoofForwardedFor(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{100}, startsIn: -time.Minute,
+		env: map[string]string{"FLASHSALE_LIMIT_PURCHASE_IP": "0.001/2"}})
+	for i, want := range []int{202, 202, 429, 429} {
+		got := h.doWith("POST", h.base+h.buyPath(h.items[0]), fmt.Sprintf("spoofer-%d", i),
+			map[string]string{"X-Forwarded-For": fmt.Sprintf("192.0.2.%d", i)}, nil)
+		if got.Status != want {
+			t.Fatalf("request %d with a fresh X-Forwarded-For: %d, want %d", i+1, got.Status, want)
+		}
+	}
+}
+
 // Two gateways: the sold-out flag each set clears on both when a unit comes back.
 func TestSoldOutFlagClearsOnEveryGateway(t *testing.T) {
 	h := newHarness(t, harnessOpts{quantities: []int{1}, startsIn: -time.Minute})

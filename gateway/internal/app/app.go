@@ -154,6 +154,22 @@ func (s slogPrintf) Printf(format string, args ...any) {
 	s.log.Debug("fasthttp", "msg", fmt.Sprintf(format, args...))
 }
 
+// Reload applies the settings that can change without a restart: the rate
+// limits and the configured bypass users. It is what SIGHUP does, after
+// re-reading the config file; other changed settings need a restart and are
+// reported.
+func (g *Gateway) Reload(ctx context.Context, cfg config.Config) {
+	g.api.PurchaseLimits.User.SetRule(cfg.LimitPurchaseUser)
+	g.api.PurchaseLimits.IP.SetRule(cfg.LimitPurchaseIP)
+	g.api.QueueLimits.User.SetRule(cfg.LimitQueueUser)
+	g.api.QueueLimits.IP.SetRule(cfg.LimitQueueIP)
+	g.cfg.QueueBypass = cfg.QueueBypass
+	g.refreshBypass(ctx)
+	g.log.Info("configuration reloaded",
+		"purchase_user", cfg.LimitPurchaseUser, "purchase_ip", cfg.LimitPurchaseIP,
+		"queue_user", cfg.LimitQueueUser, "queue_ip", cfg.LimitQueueIP, "bypass_users", len(cfg.QueueBypass))
+}
+
 // Metrics exposes the counters (tests read them).
 func (g *Gateway) Metrics() *httpapi.Metrics { return g.api.Metrics }
 
@@ -224,7 +240,7 @@ func (g *Gateway) advanceQueues(ctx context.Context) {
 			continue
 		}
 		c, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-		_, rate, err := g.queue.Advance(c, s.ID, s.StartsAt, s.Queue.AdmissionRate, s.StateAt(now) == catalog.SoldOut)
+		admitted, rate, err := g.queue.Advance(c, s.ID, s.StartsAt, s.Queue.AdmissionRate, s.StateAt(now) == catalog.SoldOut)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -232,7 +248,7 @@ func (g *Gateway) advanceQueues(ctx context.Context) {
 			}
 			continue
 		}
-		g.api.SetAdmissionRate(s.ID, rate)
+		g.api.SetQueueGauge(s.ID, admitted, rate)
 	}
 }
 

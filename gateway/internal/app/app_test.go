@@ -426,3 +426,43 @@ func TestSoldOutFlagClearsWhenStockReturns(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// SIGHUP's reload applies new limits to a running gateway.
+func TestReloadAppliesLimits(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{10}, startsIn: -time.Minute})
+	for i := range 3 {
+		if got := h.do("POST", h.buyPath(h.items[0]), fmt.Sprintf("before-%d", i)); got.Status != 202 {
+			t.Fatalf("before reload: %d", got.Status)
+		}
+	}
+	env := map[string]string{
+		"FLASHSALE_JWT_HS256_KEY": string(jwtKey), "FLASHSALE_GATE_KEY": string(gateKey),
+		"FLASHSALE_ADMIN_TOKEN": "test-admin-token-0123", "FLASHSALE_LIMIT_PURCHASE_IP": "0.001/1",
+	}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.gw.Reload(context.Background(), cfg)
+	if got := h.do("POST", h.buyPath(h.items[0]), "after-1"); got.Status != 202 {
+		t.Fatalf("first request after reload: %d", got.Status)
+	}
+	if got := h.do("POST", h.buyPath(h.items[0]), "after-2"); got.Status != 429 {
+		t.Fatalf("second request from the same IP after reload: %d, want 429", got.Status)
+	}
+	resp, err := http.Get(h.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`flashsale_gateway_rate_limit{route="purchase",key="ip",param="rate"} 0.001`,
+		`flashsale_gateway_purchases_total{outcome="rate_limited_ip"} 1`,
+		`flashsale_gateway_purchases_total{outcome="accepted"} 4`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}

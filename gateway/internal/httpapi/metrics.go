@@ -20,14 +20,17 @@ const (
 	outUnauthorized
 	outNotLoaded
 	outUnavailable
-	outRateLimited
+	outRateLimitedUser
+	outRateLimitedIP
 	outNotAdmitted
+	outGateClosed
 	outCount
 )
 
 var outcomeNames = [outCount]string{
 	"accepted", "sold_out_flag", "sold_out", "already_purchased", "not_found",
-	"bad_request", "unauthorized", "not_loaded", "unavailable", "rate_limited", "not_admitted",
+	"bad_request", "unauthorized", "not_loaded", "unavailable", "rate_limited_user", "rate_limited_ip", "not_admitted",
+	"gate_closed",
 }
 
 // latencyBuckets are the upper bounds (seconds) of the purchase histogram.

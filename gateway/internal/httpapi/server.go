@@ -57,6 +57,7 @@ type API struct {
 
 	draining atomic.Bool
 	rates    sync.Map // sale id -> admission rate last seen (float64)
+	gauges   gauges
 	bypass   atomic.Pointer[map[string]struct{}]
 }
 
@@ -168,8 +169,12 @@ func (a *API) purchase(ctx *fasthttp.RequestCtx) {
 	gate, _ := ctx.UserValue("gate").(string)
 	// Before the opening, after the end, or on a wrong gate the purchase URL
 	// does not exist: the same 404 for all, so a guess learns nothing.
-	if !ok || !sale.IsOpen(a.Now()) || !sale.CheckGate([]byte(gate)) {
+	if !ok {
 		a.refuse(ctx, outNotFound, errNotFound)
+		return
+	}
+	if !sale.IsOpen(a.Now()) || !sale.CheckGate([]byte(gate)) {
+		a.refuse(ctx, outGateClosed, errNotFound)
 		return
 	}
 	item, ok := sale.Item(itemID)
@@ -182,7 +187,7 @@ func (a *API) purchase(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if !a.allowIP(ctx, a.PurchaseLimits) {
-		a.Metrics.count(outRateLimited)
+		a.Metrics.count(outRateLimitedIP)
 		return
 	}
 	user, ok := a.userID(ctx)
@@ -191,7 +196,7 @@ func (a *API) purchase(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if !a.allowUser(ctx, a.PurchaseLimits, user) {
-		a.Metrics.count(outRateLimited)
+		a.Metrics.count(outRateLimitedUser)
 		return
 	}
 	var tokenID string
@@ -242,6 +247,7 @@ func (a *API) refuse(ctx *fasthttp.RequestCtx, o outcome, e apiError) {
 func (a *API) metrics(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain; version=0.0.4")
 	_, _ = a.Metrics.WriteTo(ctx)
+	a.writeGauges(ctx)
 }
 
 func (a *API) healthz(ctx *fasthttp.RequestCtx) {

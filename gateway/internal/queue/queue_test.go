@@ -56,6 +56,49 @@ func TestJoinIsIdempotentPerUser(t *testing.T) {
 	}
 }
 
+// Positions stay unique and dense when two gateways take joins at once.
+func TestConcurrentJoinsFromTwoGatewaysAreDense(t *testing.T) {
+	q1, sale := newQueue(t, time.Minute)
+	c2, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	q2 := New(c2, time.Minute) // a second gateway's own client
+	ctx := testenv.Context(t)
+	open := time.Now().Add(-time.Second)
+	const users = 400
+	tickets := make([]string, users)
+	var wg sync.WaitGroup
+	for i := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q := q1
+			if i%2 == 1 {
+				q = q2
+			}
+			tk, err := q.Join(ctx, sale, open, true, fmt.Sprintf("u%d", i))
+			if err != nil {
+				t.Error(err)
+			}
+			tickets[i] = tk
+		}()
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for _, tk := range tickets {
+		st, err := q1.Status(ctx, sale, open, tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[st.Position] || st.Position < 1 || st.Position > users {
+			t.Fatalf("position %d duplicated or out of 1..%d", st.Position, users)
+		}
+		seen[st.Position] = true
+	}
+}
+
 // Early joiners are drawn at random at the opening; later ones are FIFO.
 func TestPreQueueDrawThenFIFO(t *testing.T) {
 	q, sale := newQueue(t, time.Minute)

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,4 +92,29 @@ func BenchmarkAllow(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// BenchmarkMemory500kShoppers measures the heap the per-user and per-IP
+// buckets of 500,000 distinct shoppers hold (the crowd of one flash sale).
+func BenchmarkMemory500kShoppers(b *testing.B) {
+	for range b.N {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		users := New(Rule{Rate: 1, Burst: 3}, 1_000_000)
+		ips := New(Rule{Rate: 50, Burst: 100}, 1_000_000)
+		key := make([]byte, 0, 32)
+		for i := range 500_000 {
+			key = fmt.Appendf(key[:0], "shopper-%d", i)
+			users.Allow(key)
+			ip := [16]byte{10: 0xff, 11: 0xff, 12: 10, 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)}
+			ips.Allow(ip[:])
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB")
+		b.ReportMetric(float64(users.Len()+ips.Len()), "buckets")
+		runtime.KeepAlive(users)
+		runtime.KeepAlive(ips)
+	}
 }
