@@ -8,9 +8,11 @@ replace (
 )
 
 require (
+	flashsale/lua v0.0.0-00010101000000-000000000000
 	flashsale/pkg v0.0.0-00010101000000-000000000000
 	github.com/confluentinc/confluent-kafka-go/v2 v2.11.1
 	github.com/fasthttp/router v1.5.4
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/redis/rueidis v1.0.80
@@ -21,11 +23,9 @@ require (
 
 require (
 	dario.cat/mergo v1.0.1 // indirect
-	flashsale/lua v0.0.0-00010101000000-000000000000 // indirect
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver/v3 v3.3.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
-	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/huandu/xstrings v1.5.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect

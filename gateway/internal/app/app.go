@@ -143,6 +143,7 @@ func (g *Gateway) server(name string, h fasthttp.RequestHandler) *fasthttp.Serve
 		NoDefaultDate:                 true,
 		CloseOnShutdown:               true,
 		Logger:                        slogPrintf{g.log},
+		ErrorHandler:                  httpapi.ParseError,
 	}
 }
 

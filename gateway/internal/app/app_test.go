@@ -44,6 +44,25 @@ type harness struct {
 	items  []int64
 	topic  string
 	admin  string // the current gateway's admin listener
+	logs   *lockedBuffer
+}
+
+// lockedBuffer collects a gateway's log lines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 type harnessOpts struct {
@@ -127,7 +146,8 @@ func (h *harness) startGateway(o harnessOpts) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h.logs = &lockedBuffer{}
+	log := slog.New(slog.NewTextHandler(h.logs, nil))
 	sctx, cancel := context.WithCancel(context.Background())
 	h.gw, err = New(sctx, cfg, log)
 	if err != nil {

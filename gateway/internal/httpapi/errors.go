@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
+	"net"
 
 	"github.com/valyala/fasthttp"
 )
@@ -48,4 +50,27 @@ func (e apiError) write(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set(fasthttp.HeaderRetryAfter, e.retryAfter)
 	}
 	ctx.SetBody(e.body)
+}
+
+var (
+	errTooLarge       = newAPIError(fasthttp.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "request body too large", "")
+	errHeaderTooLarge = newAPIError(fasthttp.StatusRequestHeaderFieldsTooLarge, "HEADERS_TOO_LARGE", "request headers too large", "")
+	errTimeout        = newAPIError(fasthttp.StatusRequestTimeout, "REQUEST_TIMEOUT", "request not received in time", "")
+)
+
+// ParseError answers requests fasthttp could not read, in the same JSON
+// shape as every other refusal (its default is plain text).
+func ParseError(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		errTooLarge.write(ctx)
+	case errors.As(err, &small):
+		errHeaderTooLarge.write(ctx)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		errTimeout.write(ctx)
+	default:
+		errBadRequest.write(ctx)
+	}
 }
