@@ -1,0 +1,151 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+)
+
+// ErrBusy: the sale's keys changed during every attempt to read them
+// consistently (or to rewrite them from that read). Nothing was written;
+// retry when the traffic on the sale is lower.
+var ErrBusy = errors.New("stock: the sale's keys kept changing during reconciliation")
+
+// reconcileAttempts bounds the optimistic read-decide-write rounds.
+const reconcileAttempts = 20
+
+// Snapshot is a sale's hot copy as Redis holds it, read at one instant.
+type Snapshot struct {
+	Left    map[int64]int64   // units left per item; an item whose key is missing is absent
+	Holders map[string]string // user -> order id
+}
+
+// Copy is a hot copy to write: stock left per item and the active holders.
+type Copy struct {
+	Items   []ItemStock
+	Holders []Holder
+}
+
+// Reconcile reads the stock of itemIDs and the holders of a sale as one
+// consistent snapshot, passes it to decide, and writes the Copy decide
+// returns (nil: write nothing) only if none of those keys changed since the
+// read. The read and the write are guarded by WATCH/MULTI/EXEC on a
+// dedicated connection, so a reservation or release that lands while decide
+// runs (decide may query PostgreSQL) is never overwritten: the round starts
+// again, up to a bound, then ErrBusy. The write replaces the holders, sets
+// the stock (SET, never INCRBY) and announces "<sale>" on ReturnedChannel
+// so gateways drop their sold-out flags, all in one transaction. It returns
+// the snapshot decide saw last.
+func (s *Store) Reconcile(ctx context.Context, saleID int64, itemIDs []int64,
+	decide func(context.Context, Snapshot) (*Copy, error)) (Snapshot, error) {
+	for range reconcileAttempts {
+		var snap Snapshot
+		var aborted bool
+		err := s.client.Dedicated(func(c rueidis.DedicatedClient) error {
+			var err error
+			snap, aborted, err = reconcileRound(ctx, c, saleID, itemIDs, decide)
+			return err
+		})
+		if err != nil {
+			return snap, err
+		}
+		if !aborted {
+			return snap, nil
+		}
+		if ctx.Err() != nil {
+			return snap, fmt.Errorf("reconcile sale %d: %w", saleID, ctx.Err())
+		}
+	}
+	return Snapshot{}, fmt.Errorf("reconcile sale %d: %w", saleID, ErrBusy)
+}
+
+// reconcileRound is one WATCH, read, decide, MULTI/EXEC round; aborted
+// reports that a watched key changed and nothing was written.
+func reconcileRound(ctx context.Context, c rueidis.DedicatedClient, saleID int64, itemIDs []int64,
+	decide func(context.Context, Snapshot) (*Copy, error)) (snap Snapshot, aborted bool, err error) {
+	holdersKey := HoldersKey(saleID)
+	keys := make([]string, 0, len(itemIDs)+1)
+	keys = append(keys, holdersKey)
+	for _, id := range itemIDs {
+		keys = append(keys, StockKey(saleID, id))
+	}
+	if err := c.Do(ctx, c.B().Watch().Key(keys...).Build()).Error(); err != nil {
+		return snap, false, fmt.Errorf("reconcile sale %d: watch: %w", saleID, err)
+	}
+	execed := false
+	defer func() {
+		if !execed { // leave no WATCH behind on a pooled connection
+			_ = c.Do(context.WithoutCancel(ctx), c.B().Unwatch().Build()).Error()
+		}
+	}()
+
+	reads := make(rueidis.Commands, 0, len(keys))
+	reads = append(reads, c.B().Hgetall().Key(holdersKey).Build())
+	for _, k := range keys[1:] {
+		reads = append(reads, c.B().Get().Key(k).Build())
+	}
+	res := c.DoMulti(ctx, reads...)
+	snap = Snapshot{Left: make(map[int64]int64, len(itemIDs))}
+	if snap.Holders, err = res[0].AsStrMap(); err != nil {
+		return snap, false, fmt.Errorf("reconcile sale %d: read holders: %w", saleID, err)
+	}
+	for i, id := range itemIDs {
+		n, err := res[i+1].AsInt64()
+		switch {
+		case rueidis.IsRedisNil(err):
+		case err != nil:
+			return snap, false, fmt.Errorf("reconcile sale %d: read stock of item %d: %w", saleID, id, err)
+		default:
+			snap.Left[id] = n
+		}
+	}
+
+	cp, err := decide(ctx, snap)
+	if err != nil {
+		return snap, false, err
+	}
+	// An empty MULTI/EXEC still fails when a watched key changed: that is
+	// what makes the snapshot consistent even when nothing is written.
+	tx := rueidis.Commands{c.B().Multi().Build()}
+	if cp != nil {
+		tx = append(tx, c.B().Del().Key(holdersKey).Build())
+		for _, it := range cp.Items {
+			if it.Left < 0 {
+				return snap, false, fmt.Errorf("reconcile sale %d: item %d has negative stock %d", saleID, it.ItemID, it.Left)
+			}
+			tx = append(tx, c.B().Set().Key(StockKey(saleID, it.ItemID)).Value(strconv.FormatInt(it.Left, 10)).Build())
+		}
+		if len(cp.Holders) > 0 {
+			h := c.B().Hset().Key(holdersKey).FieldValue()
+			for _, hd := range cp.Holders {
+				h = h.FieldValue(hd.UserID, hd.OrderID)
+			}
+			tx = append(tx, h.Build())
+		}
+		tx = append(tx, c.B().Publish().Channel(ReturnedChannel).Message(strconv.FormatInt(saleID, 10)).Build())
+	}
+	tx = append(tx, c.B().Exec().Build())
+	execed = true
+	res = c.DoMulti(ctx, tx...)
+	for _, r := range res[:len(res)-1] {
+		if err := r.Error(); err != nil {
+			return snap, false, fmt.Errorf("reconcile sale %d: queue write: %w", saleID, err)
+		}
+	}
+	replies, err := res[len(res)-1].ToArray()
+	if rueidis.IsRedisNil(err) {
+		return snap, true, nil
+	}
+	if err != nil {
+		return snap, false, fmt.Errorf("reconcile sale %d: write: %w", saleID, err)
+	}
+	for _, r := range replies {
+		if err := r.Error(); err != nil {
+			return snap, false, fmt.Errorf("reconcile sale %d: write: %w", saleID, err)
+		}
+	}
+	return snap, false, nil
+}
