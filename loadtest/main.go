@@ -39,6 +39,7 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	var jwtKey string
 	fs.StringVar(&o.GatewayURL, "gateway", o.GatewayURL, "gateway base URL")
+	fs.StringVar(&o.GatewayAdminURL, "gateway-admin", o.GatewayAdminURL, "gateway admin base URL, for its peak memory (empty: skip)")
 	fs.StringVar(&o.AdminURL, "admin", o.AdminURL, "order service admin base URL")
 	fs.StringVar(&o.AdminToken, "admin-token", getenv("FLASHSALE_ADMIN_TOKEN"), "admin bearer token (env FLASHSALE_ADMIN_TOKEN)")
 	fs.StringVar(&jwtKey, "jwt-key", getenv("FLASHSALE_JWT_HS256_KEY"), "HS256 key to mint shopper tokens (env FLASHSALE_JWT_HS256_KEY)")

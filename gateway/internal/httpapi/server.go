@@ -248,6 +248,7 @@ func (a *API) metrics(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain; version=0.0.4")
 	_, _ = a.Metrics.WriteTo(ctx)
 	a.writeGauges(ctx)
+	writeProcess(ctx)
 }
 
 func (a *API) healthz(ctx *fasthttp.RequestCtx) {

@@ -13,13 +13,16 @@ import (
 
 // Options of a run; the flags of the loadtest command map onto them.
 type Options struct {
-	GatewayURL  string
-	AdminURL    string
-	AdminToken  string
-	JWTKey      []byte
-	JWTIssuer   string
-	PostgresDSN string
-	RedisAddr   string
+	GatewayURL string
+	// GatewayAdminURL is read for the gateway's peak memory after the sale
+	// ("" skips it).
+	GatewayAdminURL string
+	AdminURL        string
+	AdminToken      string
+	JWTKey          []byte
+	JWTIssuer       string
+	PostgresDSN     string
+	RedisAddr       string
 
 	Users int // distinct shoppers, one purchase each
 	Stock int // units in all
@@ -43,7 +46,7 @@ type Options struct {
 // Defaults are the demo's sale: 10,000 units, 500,000 shoppers, a herd.
 func Defaults() Options {
 	return Options{
-		GatewayURL: "http://127.0.0.1:8080", AdminURL: "http://127.0.0.1:8091", JWTIssuer: "flashsale",
+		GatewayURL: "http://127.0.0.1:8080", GatewayAdminURL: "http://127.0.0.1:8081", AdminURL: "http://127.0.0.1:8091", JWTIssuer: "flashsale",
 		PostgresDSN: "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable", RedisAddr: "127.0.0.1:16379",
 		Users: 500_000, Stock: 10_000, Items: 1,
 		Profile: "herd", Rate: 0, Duration: 60 * time.Second, Connections: 256, Workers: 64, MaxWorkers: 256,

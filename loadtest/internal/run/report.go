@@ -10,18 +10,19 @@ import (
 // Summary is the one-line JSON a script reads from the end of stdout.
 func (r Report) Summary() map[string]any {
 	m := map[string]any{
-		"sale_id":         r.SaleID,
-		"requests":        r.Requests,
-		"rps":             int(r.RPS),
-		"sell_out_ms":     r.SellOutMs,
-		"persist_ms":      r.PersistMs,
-		"p50_ms":          r.Latency["all"].P50,
-		"p99_ms":          r.Latency["all"].P99,
-		"oversold":        r.Audit.Oversold,
-		"lost":            r.Audit.Lost,
-		"duplicates":      r.Audit.Duplicates,
-		"stock_conserved": r.Audit.StockConserved,
-		"audit_ok":        r.Audit.OK(),
+		"sale_id":              r.SaleID,
+		"requests":             r.Requests,
+		"rps":                  int(r.RPS),
+		"sell_out_ms":          r.SellOutMs,
+		"persist_ms":           r.PersistMs,
+		"p50_ms":               r.Latency["all"].P50,
+		"p99_ms":               r.Latency["all"].P99,
+		"oversold":             r.Audit.Oversold,
+		"lost":                 r.Audit.Lost,
+		"duplicates":           r.Audit.Duplicates,
+		"stock_conserved":      r.Audit.StockConserved,
+		"audit_ok":             r.Audit.OK(),
+		"gateway_peak_rss_mib": int(r.GatewayPeakRSSMiB),
 	}
 	for k, v := range r.Outcomes {
 		m[k] = v
@@ -56,6 +57,9 @@ func writeHuman(w io.Writer, r Report) {
 	fmt.Fprintf(&b, "last unit sold:          %s after the first request\n", ms(r.SellOutMs))
 	fmt.Fprintf(&b, "all accepted persisted:  %s after the first request\n", ms(r.PersistMs))
 	fmt.Fprintf(&b, "polled orders:           %v\n", r.Polled)
+	if r.GatewayPeakRSSMiB >= 0 {
+		fmt.Fprintf(&b, "gateway peak memory:     %.0f MiB resident\n", r.GatewayPeakRSSMiB)
+	}
 	verdict := "PASS"
 	if !r.Audit.OK() {
 		verdict = "FAIL"

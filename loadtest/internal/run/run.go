@@ -19,8 +19,8 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
-	"flashsale/pkg/audit"
 	"flashsale/loadtest/internal/stackapi"
+	"flashsale/pkg/audit"
 	"flashsale/pkg/crowd"
 	"flashsale/pkg/outcome"
 	"flashsale/pkg/stock"
@@ -38,8 +38,10 @@ type Report struct {
 	SellOutMs  int64          `json:"sell_out_ms"` // first request to last unit sold; -1 if not sold out
 	PersistMs  int64          `json:"persist_ms"`  // first request to every accepted order in PostgreSQL; -1 if not
 	Polled     map[string]int `json:"polled"`      // statuses seen through the polling endpoint
-	Audit      audit.Verdict  `json:"audit"`
-	Files      map[string]string
+	// GatewayPeakRSSMiB is the gateway's peak resident memory (-1 unknown).
+	GatewayPeakRSSMiB float64       `json:"gateway_peak_rss_mib"`
+	Audit             audit.Verdict `json:"audit"`
+	Files             map[string]string
 }
 
 // Lat is a latency summary in milliseconds.
@@ -177,6 +179,12 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 	}
 	waitReleases(ctx, pool, sale.ID, 10*time.Second)
 	rep.Polled = pollSample(ctx, api, cr, accepted, o.PollSample)
+	rep.GatewayPeakRSSMiB = -1
+	if o.GatewayAdminURL != "" {
+		if b, err := api.Metric(ctx, o.GatewayAdminURL, "flashsale_process_peak_resident_memory_bytes"); err == nil {
+			rep.GatewayPeakRSSMiB = b / (1 << 20)
+		}
+	}
 
 	rep.Audit, err = audit.Run(ctx, pool, st, sale.ID, accepted)
 	if err != nil {

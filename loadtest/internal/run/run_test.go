@@ -17,7 +17,7 @@ import (
 func TestSmallSaleEndToEnd(t *testing.T) {
 	s := harness.Start(t, harness.Options{Env: map[string]string{"FLASHSALE_TRUSTED_PROXIES": "127.0.0.1/32"}})
 	o := Defaults()
-	o.GatewayURL, o.AdminURL, o.AdminToken = s.GatewayURL, s.AdminURL, harness.AdminToken
+	o.GatewayURL, o.GatewayAdminURL, o.AdminURL, o.AdminToken = s.GatewayURL, s.GatewayAdminURL, s.AdminURL, harness.AdminToken
 	o.JWTKey = harness.JWTKey
 	o.PostgresDSN, o.RedisAddr = testenv.PostgresDSN(), testenv.RedisAddr()
 	o.Users, o.Stock, o.Items = 3000, 300, 2
@@ -47,6 +47,9 @@ func TestSmallSaleEndToEnd(t *testing.T) {
 		if _, ok := summary[k]; !ok {
 			t.Errorf("summary lacks %q: %v", k, summary)
 		}
+	}
+	if rep.GatewayPeakRSSMiB <= 0 {
+		t.Errorf("gateway peak memory not read: %v", rep.GatewayPeakRSSMiB)
 	}
 	if summary["oversold"] != 0.0 || summary["lost"] != 0.0 || summary["duplicates"] != 0.0 || summary["stock_conserved"] != true {
 		t.Errorf("audit in summary: %v", summary)

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -97,6 +98,33 @@ func (c *Client) Order(ctx context.Context, token, orderID string) (Order, error
 	var out Order
 	err := c.do(ctx, http.MethodGet, c.GatewayURL+"/api/flash-sales/orders/"+orderID, token, nil, http.StatusOK, &out)
 	return out, err
+}
+
+// Metric reads one unlabelled sample from a Prometheus text endpoint.
+func (c *Client) Metric(ctx context.Context, baseURL, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("metric %s not found at %s", name, baseURL)
 }
 
 // StatusError is a non-expected HTTP status.
