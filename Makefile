@@ -44,5 +44,8 @@ check: fmt vet test ## what to run before committing
 demo: up build ## run a flash sale end to end on the local stack and print the report
 	@bash deploy/demo.sh
 
+bench: up build ## our gateway against the baselines, side by side (about 3 minutes)
+	@bash benchmarks/run.sh $(BENCH_ARGS)
+
 clean: ## remove built binaries
 	rm -rf $(BIN)

@@ -1,0 +1,94 @@
+package suite
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func validOptions() Options {
+	return Options{
+		GatewayURL: "http://127.0.0.1:18080", AdminURL: "http://localhost:18091", AdminToken: "t",
+		JWTKey: []byte("0123456789abcdef0123456789abcdef"), BaselineBin: "baseline",
+		Shoppers: 100, Stock: 10, Connections: 8, Workers: 8, Rounds: 1,
+		Bound: time.Second, Timeout: time.Second, PGConns: 4, PersistBound: time.Second,
+	}
+}
+
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(*Options)
+		want   []string // substrings of the error; none: valid
+	}{
+		{"defaults are valid", func(*Options) {}, nil},
+		// A flash sale has more shoppers than units.
+		{"stock not below shoppers", func(o *Options) { o.Stock = 100 }, []string{"-stock"}},
+		// Every attack must stop by itself.
+		{"no time bound", func(o *Options) { o.Bound = 0 }, []string{"-bound"}},
+		// Only this machine is attacked.
+		{"remote gateway", func(o *Options) { o.GatewayURL = "http://10.0.0.1:8080" }, []string{"not loopback"}},
+		{"not a URL", func(o *Options) { o.AdminURL = "127.0.0.1:18091" }, []string{"not a URL"}},
+		{"unknown step", func(o *Options) { o.Only = []string{"selling/nginx"} }, []string{"-only"}},
+		// Every problem at once.
+		{"several", func(o *Options) { o.JWTKey = nil; o.Workers = 0; o.Rounds = 0 }, []string{"-jwt-key", "-workers", "-rounds"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := validOptions()
+			c.change(&o)
+			err := o.Validate()
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want an error naming %v", c.want)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %v, want it to name %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	cases := []struct {
+		name string
+		stat string
+		want time.Duration
+		ok   bool
+	}{
+		// utime 150 and stime 50 ticks of 10 ms.
+		{"plain", "4242 (gateway) S 1 4242 4242 0 -1 4194560 100 0 0 0 150 50 0 0 20 0 12 0", 2 * time.Second, true},
+		// A command name with spaces and a parenthesis does not shift the fields.
+		{"odd name", "7 (a) b (c) S 1 7 7 0 -1 0 0 0 0 0 3 4 0 0", 70 * time.Millisecond, true},
+		{"truncated", "7 (x) S 1 7", 0, false},
+		{"garbage", "nothing here", 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := parseStatCPU(c.stat)
+			if got != c.want || ok != c.ok {
+				t.Errorf("parseStatCPU = %v, %v; want %v, %v", got, ok, c.want, c.ok)
+			}
+		})
+	}
+}
+
+func TestKibToMiB(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"   75776 kB", "74 MiB"},
+		{"1024 kB", "1 MiB"},
+		{"x kB", ""},
+	}
+	for _, c := range cases {
+		if got := kibToMiB(c.in); got != c.want {
+			t.Errorf("kibToMiB(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
