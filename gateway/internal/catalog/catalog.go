@@ -78,6 +78,7 @@ type Sale struct {
 	Items    []*Item // ordered by id
 	byID     map[int64]*Item
 	gate     string
+	gateB    []byte
 	Queue    QueueSettings
 }
 
@@ -120,7 +121,7 @@ func (s *Sale) IsOpen(t time.Time) bool { return !t.Before(s.StartsAt) && t.Befo
 func (s *Sale) Gate() string { return s.gate }
 
 // CheckGate compares a requested gate with the sale's in constant time.
-func (s *Sale) CheckGate(g []byte) bool { return hmac.Equal(g, []byte(s.gate)) }
+func (s *Sale) CheckGate(g []byte) bool { return hmac.Equal(g, s.gateB) }
 
 // Gate derives the purchase-URL secret of a sale.
 func Gate(key []byte, saleID int64) string {
@@ -189,8 +190,15 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 		}
 		s, ok := next[sale.ID]
 		if !ok {
+			// The gate is an HMAC: computed once per sale, not per refresh.
+			gate := ""
+			if prev, ok := old[sale.ID]; ok {
+				gate = prev.gate
+			} else {
+				gate = Gate(c.gateKey, sale.ID)
+			}
 			s = &Sale{ID: sale.ID, Name: sale.Name, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt,
-				byID: map[int64]*Item{}, gate: Gate(c.gateKey, sale.ID), Queue: sale.Queue}
+				byID: map[int64]*Item{}, gate: gate, gateB: []byte(gate), Queue: sale.Queue}
 			s.Queue.AdmissionRate = float64(rateInt)
 			next[sale.ID] = s
 		}
