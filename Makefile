@@ -1,7 +1,7 @@
 # flashsale: one Makefile for the workspace. Modules are listed once; every
 # Go target loops over them (go test ./... at the root does not reach
 # workspace modules).
-MODULES := lua pkg gateway ordersvc loadtest e2e benchmarks deploy/kafka
+MODULES := lua pkg gateway ordersvc loadtest e2e benchmarks deploy/kafka browser
 BIN     := $(CURDIR)/bin
 GO      ?= go
 # confluent-kafka-go links librdkafka statically through cgo.

@@ -128,6 +128,9 @@ ensure_packages() {
 	[[ -n "$(pg_bin_dir)" ]] || missing+=(postgresql)
 	# curl: readiness checks of the services in demo.sh
 	command -v curl >/dev/null 2>&1 || missing+=(curl)
+	# chromium + chromedriver: the browser tests of the sale page and dashboard
+	[[ -x /usr/bin/chromium ]] || missing+=(chromium)
+	command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 	if ((${#missing[@]} > 0)); then
 		if ! is_root; then
 			die "missing packages; install them with: sudo apt-get install -y --no-install-recommends ${missing[*]}"

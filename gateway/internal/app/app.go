@@ -25,6 +25,7 @@ import (
 	"flashsale/gateway/internal/purchase"
 	"flashsale/gateway/internal/queue"
 	"flashsale/gateway/internal/ratelimit"
+	"flashsale/gateway/internal/web"
 	"flashsale/pkg/auth"
 )
 
@@ -40,6 +41,7 @@ type Gateway struct {
 	queue    *queue.Queue
 	bypass   *queue.Bypass
 	api      *httpapi.API
+	dash     *web.Dashboard
 	public   *fasthttp.Server
 	admin    *fasthttp.Server
 }
@@ -122,8 +124,22 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 		Now:        time.Now,
 	}
 	g.refreshBypass(ctx)
-	g.public = g.server("flashsale-gateway", g.api.Public())
-	g.admin = g.server("flashsale-gateway-admin", g.api.Admin())
+	// The sale page (/sale/) and the dashboard (/dashboard/, /admin/dashboard)
+	// wrap the API handlers; every other path reaches them untouched.
+	public, err := web.SalePage(g.api.Public())
+	if err != nil {
+		g.Close()
+		return nil, fmt.Errorf("sale page: %w", err)
+	}
+	g.dash, err = web.NewDashboard(web.Sources{Catalog: g.catalog, Queue: g.queue, Metrics: g.api.Metrics,
+		PurchaseLimits: g.api.PurchaseLimits, QueueLimits: g.api.QueueLimits,
+		AdminToken: cfg.AdminToken, RedisTimeout: cfg.RedisTimeout, Log: log})
+	if err != nil {
+		g.Close()
+		return nil, fmt.Errorf("dashboard: %w", err)
+	}
+	g.public = g.server("flashsale-gateway", public)
+	g.admin = g.server("flashsale-gateway-admin", g.dash.Admin(g.api.Admin()))
 	return g, nil
 }
 
@@ -197,6 +213,7 @@ func (g *Gateway) ServeListeners(ctx context.Context, pub, adm net.Listener) err
 	eg.Go(func() error { return g.watcher.Run(ctx, g.cfg.CatalogRefresh, g.cfg.StockPoll) })
 	eg.Go(func() error { g.drainProducerEvents(ctx); return nil })
 	eg.Go(func() error { g.runAdmission(ctx); return nil })
+	eg.Go(func() error { g.dash.Run(ctx); return nil })
 	eg.Go(func() error {
 		<-ctx.Done()
 		return g.shutdown()

@@ -1,0 +1,240 @@
+package browser
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"flashsale/e2e/harness"
+	"flashsale/pkg/auth"
+	"flashsale/pkg/testenv"
+)
+
+// openBrowser starts chromedriver and one session, or skips the test when
+// Chromium is not installed (the only skip in the suite: the issue allows
+// it where the package cannot be installed).
+func openBrowser(t *testing.T) *Session {
+	t.Helper()
+	chromium, chromedriver, err := Find(os.Getenv)
+	if errors.Is(err, ErrNoBrowser) {
+		t.Skipf("browser tests skipped: %v", err)
+	}
+	ctx := testenv.Context(t)
+	logf, err := os.Create(filepath.Join(t.TempDir(), "chromedriver.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := StartDriver(ctx, chromedriver, logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Stop)
+	s, err := d.NewSession(ctx, chromium, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
+}
+
+// queuedSale creates a one-unit sale opening in `in`, with the waiting room
+// and a small proof of work, and waits until the gateway knows it.
+func queuedSale(t *testing.T, st *harness.Stack, in time.Duration) (saleID, itemID int64) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	req, _ := json.Marshal(map[string]any{
+		"name": "Midnight sneaker drop", "startsAt": time.Now().Add(in), "endsAt": time.Now().Add(time.Hour),
+		"paymentTtlSeconds": 600,
+		"items":             []map[string]any{{"productId": "sku-sneaker-42", "name": "Runner 42, limited edition", "price": "89.00", "quantity": 1}},
+	})
+	code, body, _, err := harness.Do(ctx, "POST", st.AdminURL+"/admin/sales", harness.AdminToken, req)
+	if err != nil || code != http.StatusCreated {
+		t.Fatalf("create sale: %d %s %v", code, body, err)
+	}
+	var sale struct {
+		ID    int64 `json:"id"`
+		Items []struct {
+			ID int64 `json:"id"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(body, &sale); err != nil || len(sale.Items) != 1 {
+		t.Fatalf("create sale answer %s: %v", body, err)
+	}
+	// The admin API has no queue settings yet; operators set them in the
+	// table, as the gateway's own tests do.
+	conn, err := pgx.Connect(ctx, testenv.PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(ctx, `UPDATE flash_sale SET queue_enabled = true, pow_difficulty = 8, admission_rate = 50 WHERE id = $1`, sale.ID)
+	conn.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body, _, err = harness.Do(ctx, "POST", fmt.Sprintf("%s/admin/sales/%d/load-stock", st.AdminURL, sale.ID), harness.AdminToken, nil)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("load stock: %d %s %v", code, body, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body, _, err = harness.Do(ctx, "GET", fmt.Sprintf("%s/api/flash-sales/%d", st.GatewayURL, sale.ID), "", nil)
+		var info struct {
+			QueueEnabled bool `json:"queueEnabled"`
+			Items        []struct {
+				StockLeft *int64 `json:"stockLeft"`
+			} `json:"items"`
+		}
+		if err == nil && code == 200 && json.Unmarshal(body, &info) == nil && info.QueueEnabled &&
+			len(info.Items) == 1 && info.Items[0].StockLeft != nil && *info.Items[0].StockLeft == 1 {
+			return sale.ID, sale.Items[0].ID
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway never served queued sale %d: %d %s %v", sale.ID, code, body, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func shopperToken(t *testing.T, user string) string {
+	tok, err := auth.MintHS256(harness.JWTKey, user, "flashsale", "", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// screenshot saves the window under the test's artifact directory (kept
+// with go test -artifacts; README's docs/*.png come from there).
+func screenshot(t *testing.T, s *Session, name string) {
+	t.Helper()
+	png, err := s.Screenshot(testenv.Context(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.ArtifactDir(), name)
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s", p)
+}
+
+const pageState = `({status: document.getElementById("status").textContent,
+	sale: document.getElementById("sale-state").textContent,
+	queue: document.getElementById("queue-info").textContent,
+	order: document.getElementById("order-status").textContent,
+	countdown: document.getElementById("countdown").textContent})`
+
+// A shopper waits for the countdown, joins the queue (solving the proof of
+// work in the page), is admitted, buys, sees the order PENDING, pays and
+// sees PAID; a second shopper sees SOLD OUT; the operator's dashboard shows
+// the sale's numbers and changes its admission rate.
+func TestSalePageAndDashboard(t *testing.T) {
+	b := openBrowser(t)
+	st := harness.Start(t, harness.Options{})
+	ctx := testenv.Context(t)
+	saleID, itemID := queuedSale(t, st, 4*time.Second)
+	page := fmt.Sprintf("%s/sale/?sale=%d", st.GatewayURL, saleID)
+	wait := func(timeout time.Duration, expr string) {
+		t.Helper()
+		if err := b.Wait(ctx, timeout, expr, pageState); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buy := fmt.Sprintf(`document.querySelector("#item-%d button.buy")`, itemID)
+
+	// Before the opening: a countdown from the server's clock, Buy disabled.
+	if err := b.Navigate(ctx, page+"#token="+shopperToken(t, t.Name()+"-alice")); err != nil {
+		t.Fatal(err)
+	}
+	wait(5*time.Second, `/^\d\d:\d\d$/.test(document.getElementById("countdown").textContent) && document.getElementById("opens-label").textContent === "Opens in"`)
+	wait(time.Second, buy+".disabled")
+	if err := b.Click(ctx, "#join"); err != nil {
+		t.Fatal(err)
+	}
+	wait(5*time.Second, `document.getElementById("queue-state").textContent === "DRAWING"`)
+	screenshot(t, b, "sale-countdown.png")
+
+	// The opening: the draw, the admission, then Buy.
+	wait(15*time.Second, `document.getElementById("queue-state").textContent === "ADMITTED"`)
+	wait(5*time.Second, "!"+buy+".disabled")
+	if err := b.Click(ctx, fmt.Sprintf("#item-%d button.buy", itemID)); err != nil {
+		t.Fatal(err)
+	}
+	wait(10*time.Second, `document.getElementById("order-status").textContent === "PENDING"`)
+	wait(2*time.Second, `/^Reserved — pay within (09|10):\d\d$/.test(document.getElementById("status").textContent)`)
+	screenshot(t, b, "sale-pending.png")
+	if err := b.Click(ctx, "#pay"); err != nil {
+		t.Fatal(err)
+	}
+	wait(10*time.Second, `document.getElementById("order-status").textContent === "PAID"`)
+	wait(3*time.Second, `document.getElementById("sale-state").textContent === "SOLD OUT"`)
+	screenshot(t, b, "sale-page.png")
+
+	// A second shopper, after the last unit went: SOLD OUT, nothing to buy.
+	// (A new query, not only a new fragment, so the page really reloads.)
+	if err := b.Navigate(ctx, page+"&as=bob#token="+shopperToken(t, t.Name()+"-bob")); err != nil {
+		t.Fatal(err)
+	}
+	wait(5*time.Second, `document.getElementById("sale-state").textContent === "SOLD OUT" && /SOLD OUT/.test(document.getElementById("status").textContent)`)
+	wait(time.Second, buy+".disabled && "+buy+`.textContent === "Sold out" && document.getElementById("join").disabled`)
+	screenshot(t, b, "sale-sold-out.png")
+
+	// Some refusals for the dashboard to count: purchases at a wrong gate.
+	for range 3 {
+		for range 15 {
+			url := fmt.Sprintf("%s/api/flash-sales/%d/g/not-the-gate/items/%d/purchase", st.GatewayURL, saleID, itemID)
+			if code, _, _, err := harness.Do(ctx, "POST", url, "", nil); err != nil || code != http.StatusNotFound {
+				t.Fatalf("purchase at a wrong gate: %d %v, want 404", code, err)
+			}
+		}
+		time.Sleep(700 * time.Millisecond)
+	}
+
+	// The operator's dashboard on the admin listener.
+	if err := b.Navigate(ctx, fmt.Sprintf("%s/dashboard/?sale=%d#token=%s", st.GatewayAdminURL, saleID, harness.AdminToken)); err != nil {
+		t.Fatal(err)
+	}
+	card := fmt.Sprintf(`document.getElementById("sale-%d")`, saleID)
+	dash := `({sale: document.getElementById("sales").textContent, outcomes: document.getElementById("outcomes").textContent,
+		chart: document.querySelectorAll("#chart polyline").length})`
+	for _, expr := range []string{
+		card + ` && ` + card + `.querySelector(".state").textContent === "SOLD OUT"`,
+		card + fmt.Sprintf(`.querySelector('tr[data-item="%d"] td.left').textContent === "0"`, itemID),
+		`document.querySelector('#outcomes tr[data-outcome="accepted"] td:last-child').textContent === "1"`,
+		`document.querySelectorAll("#chart polyline").length >= 2`,
+		`document.querySelector('#outcomes tr[data-outcome="gate_closed"] td:last-child').textContent === "45"`,
+		card + `.querySelector(".qinfo").textContent.includes("admitted up to")`,
+		`document.querySelector('#limits input[data-route="purchase"][data-key="user"][data-param="rate"]').value !== ""`,
+	} {
+		if err := b.Wait(ctx, 10*time.Second, expr, dash); err != nil {
+			t.Fatal(err)
+		}
+	}
+	screenshot(t, b, "dashboard.png")
+
+	// The admission-rate control goes through the admin API.
+	if err := b.Exec(ctx, card+`.querySelector("input.rate").value = "7"; `+card+`.querySelector("input.rate").dataset.editing = "1";`, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Click(ctx, fmt.Sprintf("#sale-%d button.set-rate", saleID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(ctx, 5*time.Second, card+`.querySelector(".msg").textContent === "set to 7/s"`, dash); err != nil {
+		t.Fatal(err)
+	}
+	code, body, _, err := harness.Do(ctx, "GET", fmt.Sprintf("%s/admin/sales/%d/queue", st.GatewayAdminURL, saleID), harness.AdminToken, nil)
+	var q struct {
+		AdmissionRate float64 `json:"admissionRate"`
+	}
+	if err != nil || code != 200 || json.Unmarshal(body, &q) != nil || q.AdmissionRate != 7 {
+		t.Fatalf("queue after the dashboard set the rate: %d %s %v, want admissionRate 7", code, body, err)
+	}
+}

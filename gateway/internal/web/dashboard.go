@@ -1,0 +1,317 @@
+package web
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"flashsale/gateway/internal/catalog"
+	"flashsale/gateway/internal/httpapi"
+	"flashsale/gateway/internal/queue"
+	"flashsale/gateway/internal/ratelimit"
+)
+
+// Sources are the parts of the gateway the dashboard reads.
+type Sources struct {
+	Catalog *catalog.Catalog
+	Queue   *queue.Queue
+	// Metrics writes the gateway's counters in the Prometheus text format;
+	// the sampler reads them from there so a new outcome shows up unasked.
+	Metrics        io.WriterTo
+	PurchaseLimits httpapi.Limits
+	QueueLimits    httpapi.Limits
+	AdminToken     []byte
+	RedisTimeout   time.Duration
+	Log            *slog.Logger
+}
+
+// Dashboard samples the counters once a second and answers the page.
+type Dashboard struct {
+	src   Sources
+	pages site
+	every time.Duration
+	keep  int
+
+	mu      sync.Mutex
+	samples []sample // oldest first, at most keep
+}
+
+type sample struct {
+	at       time.Time
+	outcomes map[string]uint64 // flashsale_gateway_purchases_total by outcome
+	other    map[string]uint64 // unlabelled counters, e.g. queue joins
+}
+
+// NewDashboard loads the page's files; the series covers the last five
+// minutes at one point a second.
+func NewDashboard(src Sources) (*Dashboard, error) {
+	pages, err := load("dashboard.html", "dashboard.js", "style.css")
+	if err != nil {
+		return nil, err
+	}
+	if src.RedisTimeout <= 0 {
+		src.RedisTimeout = time.Second
+	}
+	if src.Log == nil {
+		src.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Dashboard{src: src, pages: pages, every: time.Second, keep: 301}, nil
+}
+
+// Run samples until ctx ends.
+func (d *Dashboard) Run(ctx context.Context) {
+	d.Sample(time.Now())
+	t := time.NewTicker(d.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			d.Sample(now)
+		}
+	}
+}
+
+// Sample reads the counters once (Run calls it; tests call it directly).
+func (d *Dashboard) Sample(now time.Time) {
+	var buf bytes.Buffer
+	if _, err := d.src.Metrics.WriteTo(&buf); err != nil {
+		d.src.Log.Warn("dashboard sample", "err", err)
+		return
+	}
+	s := parseCounters(&buf)
+	s.at = now
+	d.mu.Lock()
+	d.samples = append(d.samples, s)
+	if n := len(d.samples) - d.keep; n > 0 {
+		d.samples = append(d.samples[:0], d.samples[n:]...)
+	}
+	d.mu.Unlock()
+}
+
+const purchasesMetric = "flashsale_gateway_purchases_total"
+
+// parseCounters reads the counters the dashboard shows from Prometheus
+// text: purchases by outcome and the unlabelled *_total counters.
+func parseCounters(r io.Reader) sample {
+	s := sample{outcomes: map[string]uint64{}, other: map[string]uint64{}}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		sp := bytes.LastIndexByte([]byte(line), ' ')
+		if sp < 0 {
+			continue
+		}
+		name, val := line[:sp], line[sp+1:]
+		n, err := strconv.ParseUint(val, 10, 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case len(name) > len(purchasesMetric)+len(`{outcome=""}`) && name[:len(purchasesMetric)] == purchasesMetric:
+			label := name[len(purchasesMetric):]
+			const open = `{outcome="`
+			if len(label) > len(open)+2 && label[:len(open)] == open {
+				s.outcomes[label[len(open):len(label)-2]] = n
+			}
+		case !bytes.ContainsAny([]byte(name), "{") && len(name) > 6 && name[len(name)-6:] == "_total":
+			s.other[name] = n
+		}
+	}
+	return s
+}
+
+// State is the JSON the dashboard polls.
+type State struct {
+	ServerTime time.Time         `json:"serverTime"`
+	Sales      []SaleState       `json:"sales"`
+	Limits     map[string]Route  `json:"limits"`
+	Totals     map[string]uint64 `json:"totals"`   // purchases by outcome since start
+	Counters   map[string]uint64 `json:"counters"` // queue joins, admissions, rate limited...
+	// LastSecond is the latest rate per outcome; Series the last minutes.
+	LastSecond map[string]float64 `json:"lastSecond"`
+	Series     Series             `json:"series"`
+}
+
+// Route holds one route's per-user and per-IP rules.
+type Route struct {
+	User ratelimit.Rule `json:"user"`
+	IP   ratelimit.Rule `json:"ip"`
+}
+
+// SaleState is one sale as this gateway sees it.
+type SaleState struct {
+	ID       int64         `json:"id"`
+	Name     string        `json:"name"`
+	State    catalog.State `json:"state"`
+	StartsAt time.Time     `json:"startsAt"`
+	EndsAt   time.Time     `json:"endsAt"`
+	Items    []ItemState   `json:"items"`
+	Queue    QueueState    `json:"queue"`
+}
+
+// ItemState is one item: its stock as last polled from Redis.
+type ItemState struct {
+	ID       int64  `json:"id"`
+	Name     string `json:"name"`
+	Price    string `json:"price"`
+	Quantity int64  `json:"quantity"`
+	Left     *int64 `json:"left"` // null when unknown
+	SoldOut  bool   `json:"soldOut"`
+}
+
+// QueueState is a sale's waiting room.
+type QueueState struct {
+	Enabled       bool    `json:"enabled"`
+	Draw          bool    `json:"draw"`
+	PowDifficulty int     `json:"powDifficulty"`
+	AdmissionRate float64 `json:"admissionRate"`
+	AdmittedUpTo  *int64  `json:"admittedUpTo"` // null when Redis did not answer
+}
+
+// Series holds requests per second by outcome, one point per sample.
+type Series struct {
+	Outcomes []string    `json:"outcomes"`
+	Times    []int64     `json:"times"` // unix ms
+	Rates    [][]float64 `json:"rates"` // [point][outcome]
+}
+
+// Admin wraps the admin handler: /dashboard/ serves the page (static files,
+// no secret in them; the page asks for the admin token) and
+// GET /admin/dashboard the state, behind the admin credential.
+func (d *Dashboard) Admin(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		if d.pages.serve(ctx, DashboardPrefix) {
+			return
+		}
+		if string(ctx.Path()) != StatePath {
+			next(ctx)
+			return
+		}
+		if !ctx.IsGet() {
+			writeError(ctx, fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "GET only")
+			return
+		}
+		if !bearerOK(ctx, d.src.AdminToken) {
+			writeError(ctx, fasthttp.StatusForbidden, "FORBIDDEN", "admin token required")
+			return
+		}
+		c, cancel := context.WithTimeout(context.Background(), 2*d.src.RedisTimeout)
+		defer cancel()
+		b, err := json.Marshal(d.State(c, time.Now()))
+		if err != nil {
+			writeError(ctx, fasthttp.StatusInternalServerError, "INTERNAL", "state not encoded")
+			return
+		}
+		ctx.SetContentType("application/json")
+		ctx.Response.Header.Set(fasthttp.HeaderCacheControl, "no-store")
+		ctx.SetBody(b)
+	}
+}
+
+// State assembles the dashboard's view.
+func (d *Dashboard) State(ctx context.Context, now time.Time) State {
+	st := State{ServerTime: now.UTC(), Sales: []SaleState{}, Limits: map[string]Route{
+		"purchase": {User: d.src.PurchaseLimits.User.Rule(), IP: d.src.PurchaseLimits.IP.Rule()},
+		"queue":    {User: d.src.QueueLimits.User.Rule(), IP: d.src.QueueLimits.IP.Rule()},
+	}}
+	sales := d.src.Catalog.Sales()
+	ids := make([]int64, 0, len(sales))
+	for id := range sales {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] > ids[j] }) // newest first
+	for _, id := range ids {
+		s := sales[id]
+		v := SaleState{ID: s.ID, Name: s.Name, State: s.StateAt(now), StartsAt: s.StartsAt.UTC(), EndsAt: s.EndsAt.UTC(),
+			Items: []ItemState{}, Queue: QueueState{Enabled: s.Queue.Enabled, Draw: s.Queue.Draw,
+				PowDifficulty: s.Queue.PowDifficulty, AdmissionRate: s.Queue.AdmissionRate}}
+		for _, it := range s.Items {
+			iv := ItemState{ID: it.ID, Name: it.Name, Price: it.Price, Quantity: it.Quantity, SoldOut: it.SoldOut()}
+			if left := it.Left(); left >= 0 {
+				iv.Left = &left
+			}
+			v.Items = append(v.Items, iv)
+		}
+		if s.Queue.Enabled && d.src.Queue != nil {
+			d.queueState(ctx, s, &v.Queue, now)
+		}
+		st.Sales = append(st.Sales, v)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n := len(d.samples); n > 0 {
+		last := d.samples[n-1]
+		st.Totals, st.Counters = last.outcomes, last.other
+	}
+	st.Series = d.series()
+	st.LastSecond = map[string]float64{}
+	if k := len(st.Series.Rates); k > 0 {
+		for i, o := range st.Series.Outcomes {
+			st.LastSecond[o] = st.Series.Rates[k-1][i]
+		}
+	}
+	return st
+}
+
+// queueState reads the admission rate and watermark the way
+// GET /admin/sales/{id}/queue does.
+func (d *Dashboard) queueState(ctx context.Context, s *catalog.Sale, q *QueueState, now time.Time) {
+	rate, set, err := d.src.Queue.Rate(ctx, s.ID)
+	if err != nil {
+		return
+	}
+	if set {
+		q.AdmissionRate = rate
+	}
+	if !s.IsOpen(now) {
+		zero := int64(0)
+		q.AdmittedUpTo = &zero
+		return
+	}
+	admitted, _, err := d.src.Queue.Advance(ctx, s.ID, s.StartsAt, q.AdmissionRate, s.StateAt(now) == catalog.SoldOut)
+	if err == nil {
+		q.AdmittedUpTo = &admitted
+	}
+}
+
+// series turns the samples into rates; d.mu is held.
+func (d *Dashboard) series() Series {
+	se := Series{Outcomes: []string{}, Times: []int64{}, Rates: [][]float64{}}
+	if len(d.samples) == 0 {
+		return se
+	}
+	for o := range d.samples[len(d.samples)-1].outcomes {
+		se.Outcomes = append(se.Outcomes, o)
+	}
+	sort.Strings(se.Outcomes)
+	for i := 1; i < len(d.samples); i++ {
+		a, b := d.samples[i-1], d.samples[i]
+		dt := b.at.Sub(a.at).Seconds()
+		if dt <= 0 {
+			continue
+		}
+		row := make([]float64, len(se.Outcomes))
+		for j, o := range se.Outcomes {
+			if b.outcomes[o] >= a.outcomes[o] { // a counter never goes back; a restart would
+				row[j] = float64(b.outcomes[o]-a.outcomes[o]) / dt
+			}
+		}
+		se.Times = append(se.Times, b.at.UnixMilli())
+		se.Rates = append(se.Rates, row)
+	}
+	return se
+}

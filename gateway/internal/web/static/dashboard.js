@@ -1,0 +1,222 @@
+// The operator's dashboard: polls GET /admin/dashboard on the gateway's
+// admin listener (one JSON document, rates computed server-side) and
+// changes limits through the same admin API operators script against.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+let token = "";
+let timer = 0;
+let failDelay = 2000;
+let editing = false; // do not overwrite a limits form being edited
+
+const colors = { accepted: "#12b76a", sold_out: "#d92d20", sold_out_flag: "#f97066", already_purchased: "#7a5af8",
+  rate_limited_user: "#f79009", rate_limited_ip: "#fdb022", not_admitted: "#2e90fa", gate_closed: "#667085",
+  unavailable: "#000000", not_loaded: "#9e165f", unauthorized: "#53b1fd", not_found: "#98a2b3", bad_request: "#d0d5dd" };
+const color = (o) => colors[o] || "#475467";
+
+function initToken() {
+  const frag = new URLSearchParams(location.hash.slice(1));
+  const t = frag.get("token") || sessionStorage.getItem("flashsale.admin") || "";
+  if (frag.get("token")) history.replaceState(null, "", location.pathname + location.search);
+  setToken(t);
+  $("token-save").addEventListener("click", () => setToken($("token-input").value.trim()));
+}
+function setToken(t) {
+  token = t;
+  if (t) sessionStorage.setItem("flashsale.admin", t);
+  $("login").classList.toggle("hidden", !!t);
+  if (t) refresh();
+}
+
+async function call(method, path, body) {
+  const res = await fetch(path, { method, cache: "no-store",
+    headers: Object.assign({ "Authorization": "Bearer " + token }, body === undefined ? {} : { "Content-Type": "application/json" }),
+    body: body === undefined ? undefined : JSON.stringify(body) });
+  let data = null;
+  try { data = await res.json(); } catch (e) { data = null; }
+  return { ok: res.ok, status: res.status, data };
+}
+
+async function refresh() {
+  clearTimeout(timer);
+  let next = 2000;
+  try {
+    const r = await call("GET", "/admin/dashboard");
+    if (r.status === 403) {
+      sessionStorage.removeItem("flashsale.admin");
+      $("login").classList.remove("hidden");
+      return;
+    }
+    if (!r.ok) throw new Error("status " + r.status);
+    failDelay = 2000;
+    render(r.data);
+  } catch (e) {
+    failDelay = Math.min(30000, failDelay * 2);
+    next = failDelay;
+    $("server-clock").textContent = "gateway not answering; retrying in " + Math.round(next / 1000) + " s";
+  }
+  timer = setTimeout(refresh, next);
+}
+
+const fmt = (x) => x >= 100 ? Math.round(x).toLocaleString() : (Math.round(x * 10) / 10).toString();
+
+function render(d) {
+  $("server-clock").textContent = "server time " + new Date(d.serverTime).toLocaleTimeString();
+  renderChart(d.series);
+  // Outcomes: accepted first, then refusals by reason.
+  const names = Object.keys(d.totals || {}).sort((a, b) => (a === "accepted" ? -1 : b === "accepted" ? 1 : a.localeCompare(b)));
+  const tb = $("outcomes").tBodies[0];
+  tb.textContent = "";
+  let acc = 0, ref = 0;
+  for (const o of names) {
+    if (o !== "accepted" && !d.totals[o]) continue; // a dozen zero rows hide the ones that matter
+    const rate = (d.lastSecond || {})[o] || 0;
+    if (o === "accepted") acc += rate; else ref += rate;
+    const tr = tb.insertRow();
+    tr.dataset.outcome = o;
+    tr.insertCell().innerHTML = '<i class="swatch"></i>';
+    tr.cells[0].firstChild.style.background = color(o);
+    tr.cells[0].append(o === "accepted" ? "accepted" : "refused: " + o.replaceAll("_", " "));
+    const c1 = tr.insertCell(); c1.className = "num"; c1.textContent = fmt(rate);
+    const c2 = tr.insertCell(); c2.className = "num"; c2.textContent = (d.totals[o] || 0).toLocaleString();
+  }
+  $("rates-now").textContent = "now: " + fmt(acc) + " accepted/s, " + fmt(ref) + " refused/s";
+  const c = d.counters || {};
+  $("counters").textContent = ["flashsale_gateway_queue_joins_total", "flashsale_gateway_admissions_total",
+    "flashsale_gateway_rate_limited_total", "flashsale_gateway_bad_proof_total"]
+    .filter((k) => k in c).map((k) => k.replace("flashsale_gateway_", "").replace("_total", "").replaceAll("_", " ") + ": " + c[k].toLocaleString()).join(" · ");
+  renderSales(d.sales || []);
+  if (!editing) renderLimits(d.limits || {});
+}
+
+function renderChart(se) {
+  const svg = $("chart");
+  const W = 1000, H = 200, ns = "http://www.w3.org/2000/svg";
+  svg.textContent = "";
+  const legend = $("legend");
+  legend.textContent = "";
+  if (!se || se.times.length === 0) return;
+  const t1 = se.times[se.times.length - 1], t0 = t1 - 300000;
+  let max = 1;
+  for (const row of se.rates) for (const v of row) max = Math.max(max, v);
+  const x = (t) => ((t - t0) / 300000) * W;
+  const y = (v) => H - 4 - (v / max) * (H - 24);
+  const axis = document.createElementNS(ns, "text");
+  axis.setAttribute("x", 4); axis.setAttribute("y", 14); axis.setAttribute("font-size", "12"); axis.setAttribute("fill", "#667085");
+  axis.textContent = "max " + fmt(max) + "/s";
+  svg.appendChild(axis);
+  se.outcomes.forEach((o, j) => {
+    if (!se.rates.some((r) => r[j] > 0)) return; // keep the chart to outcomes seen
+    const pts = se.times.map((t, i) => x(t).toFixed(1) + "," + y(se.rates[i][j]).toFixed(1)).join(" ");
+    const pl = document.createElementNS(ns, "polyline");
+    pl.setAttribute("points", pts);
+    pl.setAttribute("fill", "none");
+    pl.setAttribute("stroke", color(o));
+    pl.setAttribute("stroke-width", "2");
+    pl.setAttribute("vector-effect", "non-scaling-stroke");
+    pl.dataset.outcome = o;
+    svg.appendChild(pl);
+    const s = document.createElement("span");
+    s.innerHTML = "<i></i>";
+    s.firstChild.style.background = color(o);
+    s.append(o.replaceAll("_", " "));
+    legend.appendChild(s);
+  });
+}
+
+function renderSales(sales) {
+  const box = $("sales");
+  const keep = new Set();
+  // ?sale=ID[,ID] pins sales; otherwise the five newest.
+  const pinned = (new URLSearchParams(location.search).get("sale") || "").split(",").filter(Boolean);
+  const shown = pinned.length ? sales.filter((s) => pinned.includes(String(s.id))) : sales.slice(0, 5);
+  for (const s of shown) {
+    const id = "sale-" + s.id;
+    keep.add(id);
+    let card = $(id);
+    if (!card) {
+      card = document.createElement("section");
+      card.className = "card sale";
+      card.id = id;
+      card.innerHTML = '<div class="row"><h2 class="grow"></h2><span class="badge state"></span></div>' +
+        '<table class="items"><thead><tr><th>item</th><th class="num">price</th><th class="num">quantity</th><th class="num">units left</th><th>stock</th></tr></thead><tbody></tbody></table>' +
+        '<div class="row queue mt"><div class="grow qinfo"></div>' +
+        '<label>admission rate /s <input class="num rate" type="number" min="0" step="any"></label><button class="set-rate">Set</button><span class="muted msg"></span></div>';
+      const input = card.querySelector(".rate");
+      input.addEventListener("focus", () => { input.dataset.editing = "1"; });
+      card.querySelector(".set-rate").addEventListener("click", async () => {
+        const v = parseFloat(input.value);
+        const r = await call("PUT", "/admin/sales/" + s.id + "/admission-rate", { rate: v });
+        card.querySelector(".msg").textContent = r.ok ? "set to " + r.data.admissionRate + "/s" : "refused (" + r.status + ")";
+        delete input.dataset.editing;
+        refresh();
+      });
+    }
+    box.appendChild(card); // (re)appending keeps the server's order, newest first
+    card.querySelector("h2").textContent = "#" + s.id + " " + s.name;
+    card.querySelector(".state").textContent = s.state.replace("_", " ");
+    card.querySelector(".state").className = "badge state " + s.state;
+    const tb = card.querySelector("tbody");
+    tb.textContent = "";
+    for (const it of s.items) {
+      const tr = tb.insertRow();
+      tr.dataset.item = it.id;
+      const left = it.left == null ? "?" : it.left.toLocaleString();
+      const pct = it.left == null ? 0 : (100 * it.left) / Math.max(1, it.quantity);
+      [it.name, it.price, it.quantity.toLocaleString(), left].forEach((v, i) => {
+        const td = tr.insertCell(); td.textContent = v; if (i > 0) td.className = "num";
+      });
+      tr.cells[3].classList.add("left");
+      const bar = tr.insertCell();
+      bar.innerHTML = '<div class="bar"><span></span></div>';
+      bar.querySelector("span").style.width = pct + "%";
+      if (it.soldOut) bar.append("sold out");
+    }
+    const q = s.queue;
+    card.querySelector(".queue").classList.toggle("hidden", !q.enabled);
+    if (q.enabled) {
+      card.querySelector(".qinfo").textContent = "queue: admitted up to " + (q.admittedUpTo == null ? "?" : q.admittedUpTo.toLocaleString()) +
+        " at " + fmt(q.admissionRate) + "/s" + (q.draw ? " · draw at the opening" : "") + (q.powDifficulty ? " · proof of work " + q.powDifficulty + " bits" : "");
+      const input = card.querySelector(".rate");
+      if (!input.dataset.editing) input.value = q.admissionRate;
+    }
+  }
+  for (const el of Array.from(box.children)) if (!keep.has(el.id)) el.remove();
+}
+
+function renderLimits(l) {
+  const tb = $("limits").tBodies[0];
+  tb.textContent = "";
+  for (const route of ["purchase", "queue"]) {
+    for (const key of ["user", "ip"]) {
+      const r = (l[route] || {})[key] || { rate: 0, burst: 0 };
+      const tr = tb.insertRow();
+      tr.insertCell().textContent = route;
+      tr.insertCell().textContent = key;
+      for (const p of ["rate", "burst"]) {
+        const td = tr.insertCell(); td.className = "num";
+        const inp = document.createElement("input");
+        inp.className = "num"; inp.type = "number"; inp.min = "0"; inp.step = p === "rate" ? "any" : "1";
+        inp.value = r[p];
+        inp.dataset.route = route; inp.dataset.key = key; inp.dataset.param = p;
+        inp.addEventListener("focus", () => { editing = true; });
+        td.appendChild(inp);
+      }
+    }
+  }
+}
+
+async function saveLimits() {
+  const body = { purchase: {}, queue: {} };
+  for (const inp of $("limits").querySelectorAll("input")) {
+    const r = body[inp.dataset.route][inp.dataset.key] = body[inp.dataset.route][inp.dataset.key] || {};
+    r[inp.dataset.param] = inp.dataset.param === "rate" ? parseFloat(inp.value) : parseInt(inp.value, 10);
+  }
+  const r = await call("PUT", "/admin/limits", body);
+  $("limits-msg").textContent = r.ok ? "applied" : "refused (" + r.status + "): " + ((r.data && r.data.message) || "");
+  editing = false;
+  refresh();
+}
+
+$("limits-save").addEventListener("click", saveLimits);
+initToken();

@@ -1,0 +1,400 @@
+// The shopper's sale page. It talks only to the public JSON API of its own
+// origin. Times come from the server (serverTime), never the browser clock
+// alone: the page keeps the offset between the two. No request loop is
+// tighter than the server asks (pollAfterMs, Retry-After), and failures
+// back off.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const saleId = params.get("sale") || "1";
+const api = "/api/flash-sales/";
+
+const st = {
+  token: "",
+  sale: null,
+  offsetMs: 0,          // server clock minus browser clock
+  ticket: null,
+  queue: null,          // last queue answer
+  admission: "",        // X-Admission-Token
+  purchasePath: "",
+  order: null,          // {id, status, expiresAt}
+  blockedUntil: 0,      // server ms before which Buy stays disabled (429/503)
+  final: "",            // SOLD_OUT, ALREADY_PURCHASED...: the Buy buttons stay off
+  busy: false,
+  saleTimer: 0, queueTimer: 0, orderTimer: 0, openingTimer: 0,
+};
+
+const serverNow = () => Date.now() + st.offsetMs;
+
+// ---- token: from the URL fragment (kept out of server logs) or the box.
+function initToken() {
+  const frag = new URLSearchParams(location.hash.slice(1));
+  const t = frag.get("token") || sessionStorage.getItem("flashsale.token") || "";
+  if (frag.get("token")) {
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  setToken(t);
+  $("token-save").addEventListener("click", () => setToken($("token-input").value.trim()));
+}
+function setToken(t) {
+  st.token = t;
+  if (t) sessionStorage.setItem("flashsale.token", t);
+  $("login").classList.toggle("hidden", !!t);
+  render();
+}
+
+// ---- HTTP: JSON in and out; errors carry code, status and Retry-After.
+async function call(method, path, { body, admission } = {}) {
+  const headers = { "Accept": "application/json" };
+  if (st.token) headers["Authorization"] = "Bearer " + st.token;
+  if (admission) headers["X-Admission-Token"] = admission;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const sent = Date.now();
+  let res;
+  try {
+    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store" });
+  } catch (e) {
+    return { ok: false, status: 0, code: "NETWORK", message: "network error", retryAfterMs: 0 };
+  }
+  let data = null;
+  try { data = await res.json(); } catch (e) { data = null; }
+  const ra = parseInt(res.headers.get("Retry-After") || "", 10);
+  return {
+    ok: res.ok, status: res.status, data, rtt: Date.now() - sent, sent,
+    code: data && data.error ? data.error : "", message: data && data.message ? data.message : "",
+    retryAfterMs: Number.isFinite(ra) ? ra * 1000 : 0,
+  };
+}
+
+// backoff doubles a delay up to a cap, with jitter so a crowd spreads out.
+const backoff = (ms, cap) => Math.min(cap, ms * 2) * (0.8 + Math.random() * 0.4);
+
+// ---- the sale: refreshed slowly, and exactly at the opening.
+let saleFailDelay = 1000;
+async function loadSale() {
+  clearTimeout(st.saleTimer);
+  const r = await call("GET", api + encodeURIComponent(saleId));
+  let next;
+  if (r.ok) {
+    saleFailDelay = 1000;
+    st.sale = r.data;
+    // The server time is taken as the middle of the round trip.
+    st.offsetMs = Date.parse(r.data.serverTime) - (r.sent + r.rtt / 2);
+    if (r.data.purchasePath && !st.purchasePath) st.purchasePath = r.data.purchasePath;
+    if (r.data.state === "SOLD_OUT" && !st.order && !st.final) {
+      st.final = "SOLD_OUT";
+      showStatus("SOLD OUT — every unit has been reserved.", "error");
+    }
+    const opensIn = r.data.opensInMs;
+    // Before the opening: poll at a quarter of the time left (max 10 s),
+    // and once right at the opening. Open: every 3 s for the stock bar.
+    next = opensIn > 0 ? Math.max(250, Math.min(opensIn / 4, 10000, opensIn + 50)) : 3000;
+    if (r.data.state === "ENDED") next = 30000;
+  } else {
+    next = r.retryAfterMs || (saleFailDelay = backoff(saleFailDelay, 30000));
+    if (!st.sale) showStatus(r.status === 404 ? "No such sale." : "The sale cannot be loaded; retrying.", "error");
+  }
+  render();
+  st.saleTimer = setTimeout(loadSale, next);
+}
+
+// ---- proof of work: sha256(challenge + ":" + nonce) with `difficulty`
+// leading zero bits, solved with SubtleCrypto in batches so the page stays
+// responsive.
+function leadingZeroBits(bytes) {
+  let n = 0;
+  for (const b of bytes) {
+    if (b === 0) { n += 8; continue; }
+    return n + Math.clz32(b) - 24;
+  }
+  return n;
+}
+async function solve(challenge, difficulty) {
+  const enc = new TextEncoder();
+  for (let nonce = 0; ; nonce++) {
+    const d = new Uint8Array(await crypto.subtle.digest("SHA-256", enc.encode(challenge + ":" + nonce)));
+    if (leadingZeroBits(d) >= difficulty) return String(nonce);
+    if (nonce % 2000 === 1999) {
+      $("queue-info").textContent = "Checking your browser… (" + (nonce + 1) + " tries)";
+      await new Promise((r) => setTimeout(r, 0));
+    }
+  }
+}
+
+// ---- the waiting room.
+async function joinQueue() {
+  if (!st.token || st.busy) return;
+  st.busy = true; render();
+  try {
+    let body;
+    if (st.sale && st.sale.powDifficulty > 0) {
+      const c = await call("GET", api + saleId + "/queue/challenge");
+      if (!c.ok) return refused(c, "join");
+      const nonce = await solve(c.data.challenge, c.data.difficulty);
+      body = { challenge: c.data.challenge, nonce };
+    }
+    const r = await call("POST", api + saleId + "/queue", { body });
+    if (!r.ok) return refused(r, "join");
+    onQueue(r.data);
+  } finally {
+    st.busy = false; render();
+  }
+}
+
+let queueFailDelay = 1000;
+async function pollQueue() {
+  clearTimeout(st.queueTimer);
+  if (!st.ticket) return;
+  const r = await call("GET", api + saleId + "/queue/" + encodeURIComponent(st.ticket));
+  if (r.ok) {
+    queueFailDelay = 1000;
+    onQueue(r.data);
+    return;
+  }
+  if (r.status === 404 || r.code === "TICKET_EXPIRED") { // the place is gone: join again
+    st.ticket = null; st.queue = null;
+    showStatus("Your place in the queue was lost; join again.", "error");
+    render();
+    return;
+  }
+  st.queueTimer = setTimeout(pollQueue, r.retryAfterMs || (queueFailDelay = backoff(queueFailDelay, 30000)));
+}
+
+function onQueue(q) {
+  st.queue = q;
+  st.ticket = q.ticket || st.ticket;
+  if (q.state === "ADMITTED" && q.admissionToken) {
+    st.admission = q.admissionToken;
+    st.purchasePath = q.purchasePath;
+    showStatus("You are in! Buy now.", "good");
+  } else {
+    st.queueTimer = setTimeout(pollQueue, Math.max(500, q.pollAfterMs || 2000));
+  }
+  render();
+}
+
+// ---- buying.
+async function buy(itemId) {
+  if (st.busy || !canBuy()) return;
+  st.busy = true; render();
+  showStatus("Processing…");
+  try {
+    const r = await call("POST", st.purchasePath + "/items/" + itemId + "/purchase", { admission: st.admission });
+    if (r.status === 202) {
+      st.order = { id: r.data.orderId, status: "PROCESSING" };
+      st.final = "BOUGHT";
+      showStatus("Processing your order…");
+      pollOrder(500);
+      return;
+    }
+    refused(r, "buy");
+  } finally {
+    st.busy = false; render();
+  }
+}
+
+// refused renders an error answer and decides what may happen next.
+function refused(r, what) {
+  switch (r.code || r.status) {
+  case "SOLD_OUT": case 410:
+    st.final = "SOLD_OUT"; showStatus("SOLD OUT — every unit has been reserved.", "error"); break;
+  case "ALREADY_PURCHASED": case 409:
+    st.final = "ALREADY_PURCHASED"; showStatus("You already hold an order in this sale (one per shopper).", "error"); break;
+  case "RATE_LIMITED": case 429: {
+    const wait = r.retryAfterMs || 1000;
+    st.blockedUntil = serverNow() + wait;
+    showStatus("Too many requests — try again in " + Math.ceil(wait / 1000) + " s.", "error");
+    setTimeout(render, wait + 50);
+    break;
+  }
+  case "NOT_ADMITTED": case 403:
+    st.admission = ""; st.ticket = null; st.queue = null; st.purchasePath = "";
+    showStatus("Your admission is no longer valid; join the queue again.", "error"); break;
+  case "UNAUTHORIZED": case 401:
+    showStatus("Your token was refused; paste a valid one.", "error");
+    sessionStorage.removeItem("flashsale.token"); st.token = ""; $("login").classList.remove("hidden"); break;
+  case "UNAVAILABLE": case 503: {
+    const wait = r.retryAfterMs || 2000;
+    st.blockedUntil = serverNow() + wait;
+    showStatus("The shop is busy — try again in " + Math.ceil(wait / 1000) + " s.", "error");
+    setTimeout(render, wait + 50);
+    break;
+  }
+  case "NOT_FOUND": case 404:
+    if (what === "buy") { st.purchasePath = ""; showStatus("The sale is not open.", "error"); loadSale(); break; }
+    // falls through
+  default:
+    showStatus((r.message || "Something went wrong") + (r.status ? " (" + r.status + ")" : "") + ".", "error");
+  }
+  render();
+}
+
+// ---- the order: polled with back-off until it settles.
+async function pollOrder(delay) {
+  clearTimeout(st.orderTimer);
+  const r = await call("GET", api + "orders/" + encodeURIComponent(st.order.id));
+  if (r.ok) {
+    st.order.status = r.data.status;
+    st.order.expiresAt = r.data.expiresAt;
+  } else if (r.status !== 404) { // 404: accepted but not persisted yet
+    delay = r.retryAfterMs || delay;
+  }
+  renderOrder();
+  const s = st.order.status;
+  if (s === "PROCESSING" || s === "PENDING") {
+    // PENDING only changes when the shopper pays or the window ends:
+    // poll slowly; PROCESSING settles within a second or two.
+    const next = s === "PENDING" ? 10000 : Math.min(5000, delay * 1.5);
+    st.orderTimer = setTimeout(() => pollOrder(next), delay);
+  }
+}
+
+async function pay() {
+  if (!st.order || st.order.status !== "PENDING" || st.busy) return;
+  st.busy = true; renderOrder();
+  const ref = "demo-" + st.order.id.slice(0, 8) + "-" + Math.floor(Math.random() * 1e9).toString(36);
+  const r = await call("POST", api + "orders/" + encodeURIComponent(st.order.id) + "/pay", { body: { paymentRef: ref } });
+  st.busy = false;
+  if (r.ok) {
+    st.order.status = (r.data && r.data.status) || "PAID";
+    showStatus(st.order.status === "PAID" ? "Paid — thank you! Your unit is yours." : "Payment: " + st.order.status, st.order.status === "PAID" ? "good" : "error");
+  } else {
+    showStatus((r.message || "Payment failed") + " (" + r.status + ")", "error");
+    pollOrder(1000);
+  }
+  renderOrder();
+}
+
+// ---- rendering.
+function showStatus(text, kind) {
+  const el = $("status");
+  el.textContent = text;
+  el.className = "status" + (kind ? " " + kind : "");
+}
+
+function isOpen() {
+  const s = st.sale;
+  return !!s && Date.parse(s.startsAt) <= serverNow() && serverNow() < Date.parse(s.endsAt) && s.state !== "ENDED";
+}
+
+function canBuy() {
+  const s = st.sale;
+  if (!s || !st.token || st.final || !isOpen() || serverNow() < st.blockedUntil) return false;
+  if (s.queueEnabled) return !!st.admission && !!st.purchasePath;
+  return !!st.purchasePath;
+}
+
+const pad = (n) => String(n).padStart(2, "0");
+function hms(ms) {
+  const t = Math.max(0, Math.ceil(ms / 1000));
+  const h = Math.floor(t / 3600), m = Math.floor((t % 3600) / 60), s = t % 60;
+  return (h ? pad(h) + ":" : "") + pad(m) + ":" + pad(s);
+}
+
+function render() {
+  const s = st.sale;
+  if (!s) return;
+  document.title = s.name + " — flash sale";
+  $("sale-name").textContent = s.name;
+  const state = st.final === "SOLD_OUT" && s.state === "OPEN" ? "SOLD_OUT" : s.state;
+  $("sale-state").textContent = state.replace("_", " ");
+  $("sale-state").className = "badge " + state;
+
+  // The countdown.
+  const toOpen = Date.parse(s.startsAt) - serverNow();
+  if (toOpen > 0) {
+    $("opens-label").textContent = "Opens in";
+    $("countdown").textContent = hms(toOpen);
+  } else if (serverNow() < Date.parse(s.endsAt)) {
+    $("opens-label").textContent = "Open — ends in";
+    $("countdown").textContent = hms(Date.parse(s.endsAt) - serverNow());
+  } else {
+    $("opens-label").textContent = "Ended";
+    $("countdown").textContent = "00:00";
+  }
+  $("opens-at").textContent = "Opening " + new Date(s.startsAt).toLocaleString();
+  if (toOpen > 0 && toOpen < 1000 && !st.openingTimer) { // the purchase path appears at the opening
+    st.openingTimer = setTimeout(loadSale, toOpen + 20);
+  }
+
+  // The waiting room.
+  $("queue-card").classList.toggle("hidden", !s.queueEnabled);
+  if (s.queueEnabled) {
+    const q = st.queue;
+    $("join").disabled = !st.token || st.busy || !!st.ticket || !!st.final || s.state === "ENDED";
+    $("join").textContent = st.ticket ? "In the queue" : "Join the queue";
+    $("queue-state").textContent = q ? q.state : "";
+    $("queue-state").className = "badge " + (q ? q.state : "hidden");
+    if (q) {
+      let info;
+      if (q.state === "DRAWING") info = "You are in the draw: your place is decided at the opening (" + q.queueSize + " in the queue).";
+      else if (q.state === "ADMITTED") info = "Admitted — place " + q.position + ". Buy before your admission expires.";
+      else info = "Place " + q.position + " of " + q.queueSize + ", admitted up to " + q.admittedUpTo +
+        (q.etaSeconds != null ? " — about " + hms(q.etaSeconds * 1000) + " to wait" : "");
+      $("queue-info").textContent = info;
+    }
+  }
+
+  // Items.
+  const box = $("items");
+  if (box.childElementCount !== s.items.length) {
+    box.textContent = "";
+    for (const it of s.items) {
+      const card = document.createElement("section");
+      card.className = "card";
+      card.innerHTML = '<div class="row"><div class="grow"><h2></h2><div class="muted"></div>' +
+        '<div class="bar"><span></span></div><div class="muted stock"></div></div>' +
+        '<div class="price"></div><button class="primary buy" disabled>Buy</button></div>';
+      card.querySelector("h2").textContent = it.name;
+      card.querySelector(".muted").textContent = it.productId;
+      card.querySelector(".price").textContent = it.price;
+      card.querySelector("button").dataset.item = it.id;
+      card.querySelector("button").addEventListener("click", () => buy(it.id));
+      card.id = "item-" + it.id;
+      box.appendChild(card);
+    }
+  }
+  for (const it of s.items) {
+    const card = $("item-" + it.id);
+    const left = it.stockLeft == null ? null : it.stockLeft;
+    const pct = left == null ? 100 : Math.max(0, Math.min(100, (100 * left) / Math.max(1, it.quantity)));
+    card.querySelector(".bar > span").style.width = pct + "%";
+    card.querySelector(".stock").textContent = it.soldOut || left === 0 ? "Sold out" :
+      (left == null ? "" : left + " of " + it.quantity + " left");
+    const b = card.querySelector("button");
+    b.disabled = st.busy || !canBuy() || it.soldOut;
+    b.textContent = st.final === "SOLD_OUT" || it.soldOut ? "Sold out" : "Buy";
+  }
+}
+
+function renderOrder() {
+  const o = st.order;
+  $("order-box").classList.toggle("hidden", !o);
+  if (!o) return;
+  $("order-id").textContent = o.id;
+  $("order-status").textContent = o.status;
+  $("order-status").className = "badge " + o.status;
+  $("pay").disabled = o.status !== "PENDING" || st.busy;
+  $("pay").classList.toggle("hidden", o.status !== "PENDING" && o.status !== "PROCESSING");
+  let line = "";
+  if (o.status === "PROCESSING") line = "Processing — your unit is held while the order is recorded.";
+  else if (o.status === "PENDING" && o.expiresAt) line = "Held for you until " + new Date(o.expiresAt).toLocaleTimeString() + "; unpaid, it goes back on sale.";
+  else if (o.status === "PAID") line = "Paid.";
+  else if (o.status === "EXPIRED") line = "The payment window ended; the unit went back on sale.";
+  $("order-deadline").textContent = line;
+  if (o.status === "PENDING") showStatus("Reserved — pay within " + hms(Date.parse(o.expiresAt) - serverNow()), "good");
+}
+
+// A one-second tick redraws the clocks; it sends nothing.
+function tick() {
+  $("server-clock").textContent = st.sale ? "server time " + new Date(serverNow()).toLocaleTimeString() : "";
+  render();
+  if (st.order && st.order.status === "PENDING") renderOrder();
+}
+
+initToken();
+$("join").addEventListener("click", joinQueue);
+$("pay").addEventListener("click", pay);
+loadSale();
+setInterval(tick, 250);

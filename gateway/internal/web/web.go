@@ -1,0 +1,120 @@
+// Package web serves the shopper's sale page and the operator's dashboard:
+// static files embedded in the binary (a CDN can serve the same files, they
+// only talk to the public JSON API) and the one JSON view the dashboard
+// polls, which aggregates what the gateway knows so the page never parses
+// Prometheus text.
+package web
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"embed"
+	"io/fs"
+	"mime"
+	"path"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+)
+
+//go:embed static
+var static embed.FS
+
+// Path prefixes of the pages: /sale/ on the public listener, /dashboard/ on
+// the admin listener, and the dashboard's JSON beside the other admin calls.
+const (
+	SalePrefix      = "/sale/"
+	DashboardPrefix = "/dashboard/"
+	StatePath       = "/admin/dashboard"
+)
+
+// file is one embedded file, ready to write.
+type file struct {
+	body        []byte
+	contentType string
+}
+
+// site is the set of files one page needs, by the name under its prefix.
+type site map[string]file
+
+func load(index string, names ...string) (site, error) {
+	s := site{}
+	for _, n := range append(names, index) {
+		b, err := fs.ReadFile(static, "static/"+n)
+		if err != nil {
+			return nil, err
+		}
+		ct := mime.TypeByExtension(path.Ext(n))
+		if ct == "" {
+			ct = "application/octet-stream"
+		}
+		s[n] = file{body: b, contentType: ct}
+	}
+	s[""] = s[index]
+	return s, nil
+}
+
+// csp keeps the pages to their own origin: no CDN, no inline script.
+const csp = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'"
+
+// serve writes the file named by the rest of the path after prefix, or
+// reports false when the path is not the site's.
+func (s site) serve(ctx *fasthttp.RequestCtx, prefix string) bool {
+	p := ctx.Path()
+	if string(p) == strings.TrimSuffix(prefix, "/") {
+		ctx.Redirect(prefix, fasthttp.StatusFound)
+		return true
+	}
+	if !bytes.HasPrefix(p, []byte(prefix)) {
+		return false
+	}
+	if !ctx.IsGet() && !ctx.IsHead() {
+		writeError(ctx, fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "GET only")
+		return true
+	}
+	f, ok := s[string(p[len(prefix):])]
+	if !ok {
+		writeError(ctx, fasthttp.StatusNotFound, "NOT_FOUND", "no such page")
+		return true
+	}
+	h := &ctx.Response.Header
+	h.SetContentType(f.contentType)
+	// The files change only with the binary; revalidating is cheap and a
+	// stale script talking to a newer API is not.
+	h.Set(fasthttp.HeaderCacheControl, "no-cache")
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	ctx.SetBody(f.body)
+	return true
+}
+
+func writeError(ctx *fasthttp.RequestCtx, status int, code, msg string) {
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBodyString(`{"error":"` + code + `","message":"` + msg + `"}`)
+}
+
+// SalePage wraps the public handler: /sale/ serves the shopper's page,
+// every other path goes to next untouched.
+func SalePage(next fasthttp.RequestHandler) (fasthttp.RequestHandler, error) {
+	s, err := load("sale.html", "sale.js", "style.css")
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx *fasthttp.RequestCtx) {
+		if !s.serve(ctx, SalePrefix) {
+			next(ctx)
+		}
+	}, nil
+}
+
+// bearerOK compares the admin bearer token in constant time.
+func bearerOK(ctx *fasthttp.RequestCtx, token []byte) bool {
+	h := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
+	const prefix = "Bearer "
+	if len(token) == 0 || !bytes.HasPrefix(h, []byte(prefix)) {
+		return false
+	}
+	return subtle.ConstantTimeCompare(h[len(prefix):], token) == 1
+}
