@@ -488,10 +488,10 @@ main() {
 	case "$cmd" in
 	up)
 		lock
+		ensure_packages # only checks when everything is there
 		if redis_running && pg_running && kafka_running && kafka_probe; then
 			pg_ensure_db
 		else
-			ensure_packages
 			redis_start
 			pg_start
 			kafka_start
