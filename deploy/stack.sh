@@ -128,9 +128,16 @@ ensure_packages() {
 	[[ -n "$(pg_bin_dir)" ]] || missing+=(postgresql)
 	# curl: readiness checks of the services in demo.sh
 	command -v curl >/dev/null 2>&1 || missing+=(curl)
-	# chromium + chromedriver: the browser tests of the sale page and dashboard
-	[[ -x /usr/bin/chromium ]] || missing+=(chromium)
-	command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+	# chromium + chromedriver: the browser tests of the sale page and
+	# dashboard. Optional without root: those tests then skip and say why.
+	local optional=()
+	[[ -x /usr/bin/chromium ]] || optional+=(chromium)
+	command -v chromedriver >/dev/null 2>&1 || optional+=(chromium-driver)
+	if ! is_root && ((${#optional[@]} > 0)); then
+		note "browser tests will skip; to run them: sudo apt-get install -y --no-install-recommends ${optional[*]}"
+	elif ((${#optional[@]} > 0)); then
+		missing+=("${optional[@]}")
+	fi
 	if ((${#missing[@]} > 0)); then
 		if ! is_root; then
 			die "missing packages; install them with: sudo apt-get install -y --no-install-recommends ${missing[*]}"
