@@ -80,6 +80,7 @@ type Stack struct {
 	AdminURL        string // the order service's admin listener
 	Topic           string
 	Env             map[string]string
+	procEnv         map[string]map[string]string
 	procs           map[string]*proc
 	t               testing.TB
 }
@@ -93,6 +94,9 @@ type proc struct {
 // Options change a stack's environment.
 type Options struct {
 	Env map[string]string // extra FLASHSALE_* settings
+	// ProcEnv overrides Env for one process ("gateway" or "ordersvc"), e.g.
+	// to send only the gateway's Redis traffic through a fault proxy.
+	ProcEnv map[string]map[string]string
 }
 
 // Start builds the binaries if needed and starts both services. They stop
@@ -113,6 +117,7 @@ func Start(t testing.TB, o Options) *Stack {
 		OrdersURL:       "http://" + ports[2],
 		AdminURL:        "http://" + ports[3],
 		Topic:           id,
+		procEnv:         o.ProcEnv,
 		procs:           map[string]*proc{},
 		t:               t,
 	}
@@ -180,6 +185,9 @@ func (s *Stack) startProc(bin, name string, args ...string) {
 	for k, v := range s.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
+	for k, v := range s.procEnv[name] {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start %s: %v", name, err)
@@ -224,6 +232,17 @@ func (s *Stack) Kill(name string) {
 	p := s.procs[name]
 	_ = p.cmd.Process.Kill()
 	<-p.done
+}
+
+// Signal sends sig to a running service, e.g. SIGSTOP and SIGCONT to stall
+// it (fault tests). A stopped service must be continued before the test
+// ends, or Stop waits 30s for it.
+func (s *Stack) Signal(name string, sig os.Signal) error {
+	p, ok := s.procs[name]
+	if !ok {
+		return fmt.Errorf("no process %s", name)
+	}
+	return p.cmd.Process.Signal(sig)
 }
 
 // Restart starts a killed or stopped service again with the same settings.

@@ -12,6 +12,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"flashsale/ordersvc/internal/metrics"
 	"flashsale/ordersvc/internal/sale"
 	"flashsale/ordersvc/internal/store"
 	"flashsale/pkg/stock"
@@ -25,12 +26,14 @@ type Admin struct {
 	sales     *sale.Service
 	tokenHash [sha256.Size]byte
 	health    *Health
+	webhook   *PaymentWebhook
 	log       *slog.Logger
 }
 
-// NewAdmin builds the admin API; token is the bearer credential.
-func NewAdmin(s *sale.Service, token []byte, h *Health, log *slog.Logger) *Admin {
-	return &Admin{sales: s, tokenHash: sha256.Sum256(token), health: h, log: log}
+// NewAdmin builds the admin API; token is the bearer credential. webhook
+// is the payment provider's endpoint, nil when none is configured.
+func NewAdmin(s *sale.Service, token []byte, h *Health, webhook *PaymentWebhook, log *slog.Logger) *Admin {
+	return &Admin{sales: s, tokenHash: sha256.Sum256(token), health: h, webhook: webhook, log: log}
 }
 
 // Handler routes the admin listener; timeouts derive from base (see
@@ -44,6 +47,11 @@ func (a *Admin) Handler(base context.Context) fasthttp.RequestHandler {
 	r.POST("/admin/sales", with(a.createSale))
 	r.GET("/admin/sales/{saleId}", with(a.getSale))
 	r.POST("/admin/sales/{saleId}/load-stock", with(a.loadStock))
+	r.POST("/admin/sales/{saleId}/reconcile", with(a.reconcile))
+	if a.webhook != nil {
+		// Authenticated by the body's signature, not the admin token.
+		r.POST("/webhooks/payment", func(ctx *fasthttp.RequestCtx) { a.webhook.handle(base, ctx) })
+	}
 	a.health.register(base, r)
 	r.NotFound = notFound
 	r.MethodNotAllowed = methodNotAllowed
@@ -121,12 +129,50 @@ func (a *Admin) loadStock(base context.Context, rctx *fasthttp.RequestCtx) {
 	writeJSON(rctx, fasthttp.StatusOK, res)
 }
 
+// reconcile compares the sale's Redis copy with PostgreSQL and, with
+// ?repair=true, rewrites Redis from PostgreSQL. The answer is 200 with the
+// verdict in the body (clean, differences) either way; the verdict also
+// goes to /metrics.
+func (a *Admin) reconcile(base context.Context, rctx *fasthttp.RequestCtx) {
+	id, ok := saleID(rctx)
+	if !ok {
+		return
+	}
+	repair := false
+	if v := rctx.QueryArgs().Peek("repair"); len(v) > 0 {
+		b, err := strconv.ParseBool(string(v))
+		if err != nil {
+			writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, "repair must be true or false")
+			return
+		}
+		repair = b
+	}
+	ctx, cancel := context.WithTimeout(base, AdminTimeout)
+	defer cancel()
+	rec, err := a.sales.Reconcile(ctx, id, repair)
+	if err != nil {
+		a.fail(rctx, "reconcile", err)
+		return
+	}
+	a.health.metrics.ObserveReconcile(id, metrics.Reconciliation{
+		Differences: len(rec.Differences), InFlight: rec.InFlight, Leaked: rec.Leaked, Repaired: rec.Repaired, At: time.Now(),
+	})
+	if !rec.Clean {
+		a.log.Warn("redis differs from postgres", "sale", id, "differences", len(rec.Differences),
+			"inFlight", rec.InFlight, "leaked", rec.Leaked, "repaired", rec.Repaired)
+	}
+	writeJSON(rctx, fasthttp.StatusOK, rec)
+}
+
 func (a *Admin) fail(rctx *fasthttp.RequestCtx, op string, err error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(rctx, fasthttp.StatusNotFound, CodeNotFound, "no such sale")
 	case errors.Is(err, sale.ErrInvalid):
 		writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, err.Error())
+	case errors.Is(err, stock.ErrBusy):
+		rctx.Response.Header.Set("Retry-After", "1")
+		writeError(rctx, fasthttp.StatusConflict, CodeBusy, err.Error())
 	case errors.Is(err, stock.ErrNotLoaded):
 		writeError(rctx, fasthttp.StatusServiceUnavailable, CodeUnavailable, "stock not loaded in Redis")
 	default:

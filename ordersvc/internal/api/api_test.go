@@ -19,6 +19,7 @@ import (
 
 	"flashsale/ordersvc/internal/api"
 	"flashsale/ordersvc/internal/metrics"
+	"flashsale/ordersvc/internal/relay"
 	"flashsale/ordersvc/internal/sale"
 	"flashsale/ordersvc/internal/store"
 	"flashsale/ordersvc/internal/testdb"
@@ -112,8 +113,10 @@ func publicAPI(t *testing.T, pool *pgxpool.Pool, rc rueidis.Client) *fasthttp.Cl
 		t.Fatal(err)
 	}
 	st := store.New(pool)
-	h := api.NewHealth(st, &metrics.Counters{}, nil)
-	return serve(t, api.NewPublic(st, rc, v, h, quiet).Handler(context.Background()))
+	m := &metrics.Counters{}
+	h := api.NewHealth(st, m, nil)
+	rl := relay.New(st, stock.New(rc), quiet, m)
+	return serve(t, api.NewPublic(st, rc, rl, v, h, quiet).Handler(context.Background()))
 }
 
 func TestGetOrder(t *testing.T) {
@@ -250,7 +253,7 @@ func TestAdmin(t *testing.T) {
 	st := store.New(pool)
 	consumerReady := error(nil)
 	h := api.NewHealth(st, &metrics.Counters{}, map[string]api.ReadyChecker{"kafka-consumer": readyFunc(func() error { return consumerReady })})
-	c := serve(t, api.NewAdmin(sale.NewService(st, stock.New(rc)), adminToken, h, quiet).Handler(context.Background()))
+	c := serve(t, api.NewAdmin(sale.NewService(st, stock.New(rc), sale.WithAcceptedRecords(rc)), adminToken, h, nil, quiet).Handler(context.Background()))
 	bearer := "Bearer " + string(adminToken)
 
 	body := `{"name":"admin-test","startsAt":"2026-12-24T10:00:00Z","endsAt":"2026-12-24T11:00:00Z","paymentTtlSeconds":600,

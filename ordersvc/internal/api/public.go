@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/valyala/fasthttp"
 
+	"flashsale/ordersvc/internal/relay"
 	"flashsale/ordersvc/internal/store"
 	"flashsale/pkg/accepted"
 	"flashsale/pkg/auth"
@@ -24,14 +25,15 @@ const QueryTimeout = 2 * time.Second
 type Public struct {
 	store    *store.Store
 	redis    rueidis.Client // the gateway's records of accepted, not yet persisted orders
+	relay    *relay.Relay   // returns a cancelled order's unit right after the commit
 	verifier *auth.Verifier
 	health   *Health
 	log      *slog.Logger
 }
 
 // NewPublic builds the public API.
-func NewPublic(st *store.Store, rc rueidis.Client, v *auth.Verifier, h *Health, log *slog.Logger) *Public {
-	return &Public{store: st, redis: rc, verifier: v, health: h, log: log}
+func NewPublic(st *store.Store, rc rueidis.Client, rl *relay.Relay, v *auth.Verifier, h *Health, log *slog.Logger) *Public {
+	return &Public{store: st, redis: rc, relay: rl, verifier: v, health: h, log: log}
 }
 
 const ordersPrefix = "/api/flash-sales/orders/"
@@ -49,6 +51,8 @@ func (p *Public) Handler(base context.Context) fasthttp.RequestHandler {
 		id, _ := ctx.UserValue("orderId").(string)
 		p.getOrder(base, ctx, []byte(id))
 	})
+	r.POST(ordersPrefix+"{orderId}/pay", func(ctx *fasthttp.RequestCtx) { p.pay(base, ctx) })
+	r.POST(ordersPrefix+"{orderId}/cancel", func(ctx *fasthttp.RequestCtx) { p.cancel(base, ctx) })
 	p.health.register(base, r)
 	r.NotFound = notFound
 	r.MethodNotAllowed = methodNotAllowed
@@ -120,10 +124,14 @@ func (p *Public) getOrder(base context.Context, rctx *fasthttp.RequestCtx, rawID
 		writeRaw(rctx, fasthttp.StatusNotFound, bodyNotFound)
 		return
 	}
-	writeJSON(rctx, fasthttp.StatusOK, OrderView{
+	writeJSON(rctx, fasthttp.StatusOK, viewOf(o))
+}
+
+func viewOf(o store.Order) OrderView {
+	return OrderView{
 		OrderID: o.ID, SaleID: o.SaleID, ItemID: o.ItemID, Status: o.Status,
 		CreatedAt: o.CreatedAt.UTC(), ExpiresAt: o.ExpiresAt.UTC(), PaidAt: utc(o.PaidAt), RejectReason: o.RejectReason,
-	})
+	}
 }
 
 // ProcessingView is the answer for an order the gateway accepted that is

@@ -21,6 +21,7 @@ const (
 	CodeUnavailable    = "UNAVAILABLE"
 	CodeInternal       = "INTERNAL"
 	CodeMethod         = "METHOD_NOT_ALLOWED"
+	CodeBusy           = "BUSY"
 )
 
 type errorBody struct {

@@ -27,6 +27,8 @@ commands:
   migrate      apply the database migrations
   create-sale  --name N --starts-at (RFC3339|+30s) --duration 1h --payment-ttl 10m --item name:price:quantity[:productId] ...
   load-stock   --sale ID   load a sale's stock and holders into Redis from PostgreSQL
+  reconcile    --sale ID [--repair]   compare Redis with PostgreSQL (one JSON line per difference,
+               exit code 1 when they differ); --repair rewrites Redis, keeping orders in flight
 
 configuration comes from FLASHSALE_* environment variables (see internal/config).
 `
@@ -43,7 +45,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		mode = config.Serve
 	}
 	switch cmd {
-	case "serve", "migrate", "create-sale", "load-stock":
+	case "serve", "migrate", "create-sale", "load-stock", "reconcile":
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -62,6 +64,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return runCreateSale(ctx, cfg, args, stdout)
 	case "load-stock":
 		return runLoadStock(ctx, cfg, args, stdout)
+	case "reconcile":
+		return runReconcile(ctx, cfg, args, stdout)
 	default:
 		if len(args) > 0 {
 			return fmt.Errorf("%w: serve takes no arguments, got %q", ErrUsage, args)

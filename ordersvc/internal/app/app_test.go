@@ -13,12 +13,14 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/google/uuid"
+	"github.com/redis/rueidis"
 	"github.com/valyala/fasthttp"
 
 	"flashsale/ordersvc/internal/app"
 	"flashsale/ordersvc/internal/sale"
 	"flashsale/pkg/auth"
 	"flashsale/pkg/event"
+	"flashsale/pkg/stock"
 	"flashsale/pkg/testenv"
 )
 
@@ -148,7 +150,7 @@ func TestServe(t *testing.T) {
 		"FLASHSALE_KAFKA_BROKERS": testenv.KafkaBrokers(), "FLASHSALE_ORDERS_TOPIC": topic, "FLASHSALE_DLQ_TOPIC": dlq,
 		"FLASHSALE_CONSUMER_GROUP": "test-serve-" + suffix, "FLASHSALE_JWT_HS256_KEY": jwtKey, "FLASHSALE_ADMIN_TOKEN": adminToken,
 		"FLASHSALE_ORDERSVC_ADDR": publicAddr, "FLASHSALE_ORDERSVC_ADMIN_ADDR": adminAddr, "FLASHSALE_SHUTDOWN_TIMEOUT": "5s",
-		"FLASHSALE_LOG_LEVEL": "warn",
+		"FLASHSALE_LOG_LEVEL": "warn", "FLASHSALE_EXPIRY_INTERVAL": "50ms",
 	})
 	ctx := testenv.Context(t)
 
@@ -199,6 +201,33 @@ func TestServe(t *testing.T) {
 	if code, body := call(t, "GET", fmt.Sprintf("%s/admin/sales/%d", admin, v.ID), bearer, ""); code != 200 || !bytes.Contains(body, []byte(`"sold":1`)) {
 		t.Errorf("describe: %d %s", code, body)
 	}
+	// The lifecycle is wired: the owner pays; an order past its window is
+	// expired by the sweeper; reconciliation sees that Redis never held
+	// these orders (published straight to Kafka, no gateway) and repairs.
+	orderURL := public + "/api/flash-sales/orders/" + ev.OrderID.String()
+	if code, body := call(t, "POST", orderURL+"/pay", "Bearer "+tok, `{"paymentRef":"serve-`+suffix+`"}`); code != 200 || !bytes.Contains(body, []byte(`"status":"PAID"`)) {
+		t.Errorf("pay: %d %s", code, body)
+	}
+	late := event.OrderPlaced{Version: 1, OrderID: uuid.New(), SaleID: v.ID, ItemID: v.Items[0].ID, UserID: "bob", PlacedAt: time.Now().Add(-11 * time.Minute)}
+	publish(t, topic, late)
+	bobTok, err := auth.MintHS256([]byte(jwtKey), "bob", "flashsale", "", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "late order expired", func() (bool, string) {
+		code, body := call(t, "GET", public+"/api/flash-sales/orders/"+late.OrderID.String(), "Bearer "+bobTok, "")
+		return code == 200 && bytes.Contains(body, []byte(`"status":"EXPIRED"`)), fmt.Sprintf("%d %s", code, body)
+	})
+	reconcile := fmt.Sprintf("%s/admin/sales/%d/reconcile", admin, v.ID)
+	if code, body := call(t, "POST", reconcile, bearer, ""); code != 200 || !bytes.Contains(body, []byte(`"kind":"HOLDER_MISSING","itemId":`)) {
+		t.Errorf("reconcile: %d %s", code, body)
+	}
+	if code, body := call(t, "POST", reconcile+"?repair=true", bearer, ""); code != 200 || !bytes.Contains(body, []byte(`"repaired":true`)) {
+		t.Errorf("reconcile and repair: %d %s", code, body)
+	}
+	if code, body := call(t, "POST", reconcile, bearer, ""); code != 200 || !bytes.Contains(body, []byte(`"clean":true`)) {
+		t.Errorf("reconcile after the repair: %d %s", code, body)
+	}
 
 	start := time.Now()
 	stop()
@@ -210,6 +239,80 @@ func TestServe(t *testing.T) {
 		t.Logf("shutdown took %s", time.Since(start))
 	case <-time.After(15 * time.Second):
 		t.Fatal("serve did not stop within 15s")
+	}
+}
+
+// reconcile prints one line per difference and a summary, exits with
+// ErrDifferences until --repair rewrites Redis.
+func TestReconcileCommand(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, testenv.PostgresAddr(), testenv.RedisAddr())
+	ctx := testenv.Context(t)
+	env := getenv(map[string]string{"FLASHSALE_PG_DSN": testenv.PostgresDSN(), "FLASHSALE_REDIS_ADDR": testenv.RedisAddr()})
+	var out bytes.Buffer
+	if err := app.Run(ctx, []string{"create-sale", "--name", "reconcile " + t.Name(), "--starts-at", "+0s", "--item", "phone:10:3"}, env, &out); err != nil {
+		t.Fatal(err)
+	}
+	var v sale.View
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Run(ctx, []string{"load-stock", "--sale", fmt.Sprint(v.ID)}, env, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	// A reservation nobody was given: a failed publish whose release failed.
+	if _, err := stock.New(rc).Reserve(ctx, v.ID, v.Items[0].ID, "ghost", uuid.NewString()); err != nil {
+		t.Fatal(err)
+	}
+	lines := func() []map[string]any {
+		var ls []map[string]any
+		for _, l := range bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n")) {
+			var m map[string]any
+			if err := json.Unmarshal(l, &m); err != nil {
+				t.Fatalf("line %q: %v", l, err)
+			}
+			ls = append(ls, m)
+		}
+		return ls
+	}
+	args := []string{"reconcile", "--sale", fmt.Sprint(v.ID)}
+	steps := []struct {
+		name      string
+		args      []string
+		wantErr   error
+		wantKinds []any // kind of each difference line, then the summary
+		wantClean bool
+	}{
+		{"found", args, app.ErrDifferences, []any{sale.DiffHolderLeaked, sale.DiffStockMismatch}, false},
+		{"repaired", append(args, "--repair"), nil, []any{sale.DiffHolderLeaked, sale.DiffStockMismatch}, false},
+		{"clean", args, nil, nil, true},
+	}
+	for _, st := range steps {
+		out.Reset()
+		err := app.Run(ctx, st.args, env, &out)
+		if !errors.Is(err, st.wantErr) {
+			t.Fatalf("%s: got %v, want %v", st.name, err, st.wantErr)
+		}
+		ls := lines()
+		var kinds []any
+		for _, l := range ls[:len(ls)-1] {
+			kinds = append(kinds, l["kind"])
+		}
+		if fmt.Sprint(kinds) != fmt.Sprint(st.wantKinds) {
+			t.Errorf("%s: difference lines %v, want %v:\n%s", st.name, kinds, st.wantKinds, out.String())
+		}
+		sum := ls[len(ls)-1]
+		if sum["clean"] != st.wantClean || sum["saleId"] != float64(v.ID) || sum["leaked"] != float64(len(st.wantKinds)/2) {
+			t.Errorf("%s: summary %v", st.name, sum)
+		}
+	}
+	if err := app.Run(ctx, []string{"reconcile"}, env, &out); !errors.Is(err, app.ErrUsage) {
+		t.Errorf("reconcile without --sale: got %v, want ErrUsage", err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"flashsale/ordersvc/internal/api"
 	"flashsale/ordersvc/internal/config"
 	"flashsale/ordersvc/internal/consumer"
+	"flashsale/ordersvc/internal/expiry"
 	"flashsale/ordersvc/internal/metrics"
 	"flashsale/ordersvc/internal/relay"
 	"flashsale/ordersvc/internal/sale"
@@ -22,10 +23,12 @@ import (
 	"flashsale/pkg/stock"
 )
 
-// Serve migrates the database, then runs the consumer, the relay and both
-// listeners until ctx ends, and shuts them down in order: unready, stop
-// accepting, finish the in-flight batch and commit its offsets, flush the
-// dead-letter producer, close the clients and pools.
+// Serve migrates the database, then runs the consumer, the relay, the
+// expiry sweeper and both listeners until ctx ends, and shuts them down in
+// order: unready, stop accepting (requests in flight finish), finish the
+// in-flight batch and commit its offsets, flush the dead-letter producer,
+// let the sweeper finish its batch and the relay stop (rows not drained
+// stay in the outbox for the next start), close the clients and pools.
 func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	verifier, err := auth.NewVerifier(cfg.JWTKey, nil, cfg.JWTIssuer, "")
 	if err != nil {
@@ -56,12 +59,21 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	sweeper := expiry.New(st, rl, log.With("component", "expiry"), m, cfg.ExpiryBatch)
 	health := api.NewHealth(st, m, map[string]api.ReadyChecker{"kafka-consumer": cons})
+	var webhook *api.PaymentWebhook
+	if len(cfg.PaymentWebhookSecret) > 0 {
+		if webhook, err = api.NewPaymentWebhook(st, rc, cfg.PaymentWebhookSecret, m, log); err != nil {
+			cons.Close()
+			return err
+		}
+	}
 	// Requests in flight at shutdown finish (their own timeouts bound them,
 	// well inside ShutdownTimeout) rather than fail on the cancelled root.
 	base := context.WithoutCancel(ctx)
-	public := newServer("ordersvc-public", api.NewPublic(st, rc, verifier, health, log).Handler(base), 64<<10, log)
-	admin := newServer("ordersvc-admin", api.NewAdmin(sale.NewService(st, stk), cfg.AdminToken, health, log).Handler(base), 2<<20, log)
+	public := newServer("ordersvc-public", api.NewPublic(st, rc, rl, verifier, health, log).Handler(base), 64<<10, log)
+	sales := sale.NewService(st, stk, sale.WithAcceptedRecords(rc))
+	admin := newServer("ordersvc-admin", api.NewAdmin(sales, cfg.AdminToken, health, webhook, log).Handler(base), 2<<20, log)
 
 	var lc net.ListenConfig
 	publicLn, err := lc.Listen(ctx, "tcp", cfg.Addr)
@@ -83,6 +95,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	g.Go(func() error { return serveHTTP(admin, adminLn) })
 	g.Go(func() error { return cons.Run(gctx) })
 	g.Go(func() error { return rl.Run(gctx, cfg.RelayInterval) })
+	g.Go(func() error { return sweeper.Run(gctx, cfg.ExpiryInterval) })
 	g.Go(func() error {
 		<-gctx.Done()
 		health.Drain()

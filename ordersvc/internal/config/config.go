@@ -52,13 +52,18 @@ type Config struct {
 	AdminToken      Secret        // FLASHSALE_ADMIN_TOKEN or _FILE
 	ShutdownTimeout time.Duration // FLASHSALE_SHUTDOWN_TIMEOUT
 	RelayInterval   time.Duration // FLASHSALE_RELAY_INTERVAL
-	LogLevel        slog.Level    // FLASHSALE_LOG_LEVEL
+	ExpiryInterval  time.Duration // FLASHSALE_EXPIRY_INTERVAL
+	ExpiryBatch     int           // FLASHSALE_EXPIRY_BATCH
+	// FLASHSALE_PAYMENT_WEBHOOK_SECRET or _FILE; empty: no webhook endpoint
+	PaymentWebhookSecret Secret
+	LogLevel             slog.Level // FLASHSALE_LOG_LEVEL
 }
 
 // Minimum secret lengths.
 const (
-	MinJWTKeyLen     = 32
-	MinAdminTokenLen = 16
+	MinJWTKeyLen        = 32
+	MinAdminTokenLen    = 16
+	MinWebhookSecretLen = 32
 )
 
 // Load reads the settings over their defaults and validates them for mode.
@@ -81,6 +86,10 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		AdminToken:      src.Secret("FLASHSALE_ADMIN_TOKEN"),
 		ShutdownTimeout: src.Duration("FLASHSALE_SHUTDOWN_TIMEOUT", 15*time.Second),
 		RelayInterval:   src.Duration("FLASHSALE_RELAY_INTERVAL", 500*time.Millisecond),
+		ExpiryInterval:  src.Duration("FLASHSALE_EXPIRY_INTERVAL", time.Second),
+		ExpiryBatch:     src.Int("FLASHSALE_EXPIRY_BATCH", 500),
+
+		PaymentWebhookSecret: src.Secret("FLASHSALE_PAYMENT_WEBHOOK_SECRET"),
 	}
 	if lv := src.String("FLASHSALE_LOG_LEVEL", "info"); c.LogLevel.UnmarshalText([]byte(lv)) != nil {
 		src.Fail("FLASHSALE_LOG_LEVEL", fmt.Errorf("want debug, info, warn or error, got %q", lv))
@@ -135,7 +144,16 @@ func (c Config) Validate(mode Mode) error {
 	if c.RelayInterval <= 0 {
 		fail("FLASHSALE_RELAY_INTERVAL", "want > 0, got %s", c.RelayInterval)
 	}
+	if c.ExpiryInterval <= 0 {
+		fail("FLASHSALE_EXPIRY_INTERVAL", "want > 0, got %s", c.ExpiryInterval)
+	}
+	if c.ExpiryBatch < 1 || c.ExpiryBatch > 10000 {
+		fail("FLASHSALE_EXPIRY_BATCH", "want 1..10000, got %d", c.ExpiryBatch)
+	}
 	if mode == Serve {
+		if n := len(c.PaymentWebhookSecret); n > 0 && n < MinWebhookSecretLen {
+			fail("FLASHSALE_PAYMENT_WEBHOOK_SECRET", "at least %d bytes when set, got %d", MinWebhookSecretLen, n)
+		}
 		if len(c.JWTKey) < MinJWTKeyLen {
 			fail("FLASHSALE_JWT_HS256_KEY", "required, at least %d bytes (or FLASHSALE_JWT_HS256_KEY_FILE), got %d", MinJWTKeyLen, len(c.JWTKey))
 		}

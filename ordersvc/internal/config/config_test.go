@@ -27,7 +27,8 @@ func TestLoad(t *testing.T) {
 		{name: "defaults are valid for the tools", mode: config.Tool, check: func(t *testing.T, c config.Config) {
 			if c.BatchSize != 500 || c.BatchWait != 20*time.Millisecond || c.OrdersTopic != "flash-sale-orders" ||
 				c.DLQTopic != "flash-sale-orders.dlq" || c.ConsumerGroup != "ordersvc" || c.Addr != "127.0.0.1:8090" ||
-				c.AdminAddr != "127.0.0.1:8091" || c.ShutdownTimeout != 15*time.Second || c.RelayInterval != 500*time.Millisecond {
+				c.AdminAddr != "127.0.0.1:8091" || c.ShutdownTimeout != 15*time.Second || c.RelayInterval != 500*time.Millisecond ||
+				c.ExpiryInterval != time.Second || c.ExpiryBatch != 500 || len(c.PaymentWebhookSecret) != 0 {
 				t.Errorf("defaults: %+v", c)
 			}
 		}},
@@ -42,8 +43,18 @@ func TestLoad(t *testing.T) {
 			wantErr: []string{"FLASHSALE_JWT_HS256_KEY", "FLASHSALE_ADMIN_TOKEN"}},
 		{name: "every bad value at once", mode: config.Tool, env: map[string]string{
 			"FLASHSALE_BATCH_SIZE": "0", "FLASHSALE_BATCH_WAIT": "soon", "FLASHSALE_REDIS_ADDR": "nohost",
-			"FLASHSALE_PG_DSN": "mysql://x", "FLASHSALE_DLQ_TOPIC": "flash-sale-orders", "FLASHSALE_LOG_LEVEL": "loud"},
-			wantErr: []string{"FLASHSALE_BATCH_SIZE", "FLASHSALE_BATCH_WAIT", "FLASHSALE_REDIS_ADDR", "FLASHSALE_PG_DSN", "FLASHSALE_DLQ_TOPIC", "FLASHSALE_LOG_LEVEL"}},
+			"FLASHSALE_PG_DSN": "mysql://x", "FLASHSALE_DLQ_TOPIC": "flash-sale-orders", "FLASHSALE_LOG_LEVEL": "loud",
+			"FLASHSALE_EXPIRY_INTERVAL": "0s", "FLASHSALE_EXPIRY_BATCH": "0"},
+			wantErr: []string{"FLASHSALE_BATCH_SIZE", "FLASHSALE_BATCH_WAIT", "FLASHSALE_REDIS_ADDR", "FLASHSALE_PG_DSN", "FLASHSALE_DLQ_TOPIC", "FLASHSALE_LOG_LEVEL",
+				"FLASHSALE_EXPIRY_INTERVAL", "FLASHSALE_EXPIRY_BATCH"}},
+		{name: "short webhook secret", mode: config.Serve, env: merge(secrets, map[string]string{"FLASHSALE_PAYMENT_WEBHOOK_SECRET": "short"}),
+			wantErr: []string{"FLASHSALE_PAYMENT_WEBHOOK_SECRET"}},
+		{name: "webhook secret", mode: config.Serve, env: merge(secrets, map[string]string{"FLASHSALE_PAYMENT_WEBHOOK_SECRET": strings.Repeat("w", 32)}),
+			check: func(t *testing.T, c config.Config) {
+				if len(c.PaymentWebhookSecret) != 32 {
+					t.Errorf("webhook secret: %d bytes", len(c.PaymentWebhookSecret))
+				}
+			}},
 		{name: "same address twice", mode: config.Serve, env: merge(secrets, map[string]string{"FLASHSALE_ORDERSVC_ADMIN_ADDR": "127.0.0.1:8090"}),
 			wantErr: []string{"FLASHSALE_ORDERSVC_ADMIN_ADDR"}},
 	}

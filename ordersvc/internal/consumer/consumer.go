@@ -7,6 +7,7 @@ package consumer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -382,17 +383,23 @@ func (c *Consumer) process(ctx context.Context, msgs []*kafka.Message) error {
 
 // decode is event.Unmarshal plus what PostgreSQL would refuse forever: a
 // NUL byte cannot be stored in text, and an event that can never be written
-// must be dead-lettered rather than retried without end. Such an event is
-// returned with the error, so its reservation can still be released.
+// must be dead-lettered rather than retried without end. When an invalid
+// event still names an order, sale, item and user, it is returned with the
+// error so its reservation can be released (the release is keyed by order
+// id: it only gives back a unit that order took).
 func decode(b []byte) (event.OrderPlaced, error) {
 	e, err := event.Unmarshal(b)
-	if err != nil {
+	if err == nil && strings.IndexByte(e.UserID, 0) >= 0 {
+		err = fmt.Errorf("%w: NUL byte in user id", event.ErrInvalid)
+	}
+	if err == nil {
+		return e, nil
+	}
+	var raw event.OrderPlaced
+	if json.Unmarshal(b, &raw) != nil || raw.OrderID == uuid.Nil || raw.SaleID <= 0 || raw.ItemID <= 0 || raw.UserID == "" {
 		return event.OrderPlaced{}, err
 	}
-	if strings.IndexByte(e.UserID, 0) >= 0 {
-		return e, fmt.Errorf("%w: NUL byte in user id", event.ErrInvalid)
-	}
-	return e, nil
+	return raw, err
 }
 
 // produceDead sends the dead letters and waits for every delivery report.

@@ -21,12 +21,48 @@ type Counters struct {
 	DLQ             atomic.Int64 // messages produced to the dead-letter topic
 	Releases        atomic.Int64 // outbox rows handled by the relay
 	BatchRetries    atomic.Int64 // failed attempts to persist or dead-letter a batch, retried
+	OrdersPaid      atomic.Int64 // PENDING -> PAID
+	OrdersCancelled atomic.Int64 // PENDING -> CANCELLED
+	OrdersExpired   atomic.Int64 // PENDING -> EXPIRED by a sweeper of this process
 
 	batchNanos atomic.Int64 // sum of batch durations
 	batchCount atomic.Int64
 
 	mu       sync.Mutex
 	rejected map[string]int64 // reason -> count
+	recon    map[int64]Reconciliation
+}
+
+// Reconciliation is the verdict of the last comparison of a sale's Redis
+// copy with PostgreSQL in this process.
+type Reconciliation struct {
+	Differences int
+	InFlight    int // holders kept: accepted orders not yet persisted
+	Leaked      int // holders with neither an order row nor an accepted record
+	Repaired    bool
+	At          time.Time
+}
+
+// maxReconciledSales bounds the per-sale series; the oldest verdict goes.
+const maxReconciledSales = 64
+
+// ObserveReconcile records the verdict of a reconciliation of sale.
+func (c *Counters) ObserveReconcile(sale int64, r Reconciliation) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.recon == nil {
+		c.recon = map[int64]Reconciliation{}
+	}
+	if _, ok := c.recon[sale]; !ok && len(c.recon) >= maxReconciledSales {
+		var oldest int64
+		for id, v := range c.recon {
+			if oldest == 0 || v.At.Before(c.recon[oldest].At) {
+				oldest = id
+			}
+		}
+		delete(c.recon, oldest)
+	}
+	c.recon[sale] = r
 }
 
 // Reject counts orders rejected (visible REJECTED row or dead-lettered) for reason.
@@ -82,7 +118,45 @@ func (c *Counters) WriteTo(w io.Writer) (int64, error) {
 	counter("dlq_total", "Messages produced to the dead-letter topic.", c.DLQ.Load())
 	counter("releases_total", "Stock-release outbox rows handled.", c.Releases.Load())
 	counter("batch_retries_total", "Failed attempts to persist or dead-letter a batch, retried.", c.BatchRetries.Load())
+	counter("orders_paid_total", "Orders paid.", c.OrdersPaid.Load())
+	counter("orders_cancelled_total", "Orders cancelled by their owner.", c.OrdersCancelled.Load())
+	counter("orders_expired_total", "Orders expired by this process's sweeper.", c.OrdersExpired.Load())
+	c.writeReconcile(cw)
 	return cw.n, cw.err
+}
+
+// writeReconcile writes the last verdict per sale as gauges; an alert on
+// reconcile_differences > 0 (not repaired) is what pages an operator.
+func (c *Counters) writeReconcile(w io.Writer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sales := make([]int64, 0, len(c.recon))
+	for id := range c.recon {
+		sales = append(sales, id)
+	}
+	sort.Slice(sales, func(i, j int) bool { return sales[i] < sales[j] })
+	gauge := func(name, help string, v func(Reconciliation) string) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+		for _, id := range sales {
+			fmt.Fprintf(w, "%s{sale=\"%d\"} %s\n", name, id, v(c.recon[id]))
+		}
+	}
+	itoa := func(n int) string { return fmt.Sprint(n) }
+	gauge("reconcile_differences", "Differences between Redis and PostgreSQL found by the last reconciliation.",
+		func(r Reconciliation) string { return itoa(r.Differences) })
+	gauge("reconcile_repaired", "1 when the last reconciliation rewrote Redis from PostgreSQL.",
+		func(r Reconciliation) string {
+			if r.Repaired {
+				return "1"
+			}
+			return "0"
+		})
+	gauge("reconcile_inflight_holders", "Redis holders of accepted, not yet persisted orders at the last reconciliation.",
+		func(r Reconciliation) string { return itoa(r.InFlight) })
+	gauge("reconcile_leaked_holders", "Redis holders with no order and no accepted record at the last reconciliation.",
+		func(r Reconciliation) string { return itoa(r.Leaked) })
+	gauge("reconcile_timestamp_seconds", "Unix time of the last reconciliation.",
+		func(r Reconciliation) string { return fmt.Sprint(r.At.Unix()) })
 }
 
 func formatFloat(f float64) string {

@@ -15,6 +15,10 @@ func TestWriteTo(t *testing.T) {
 	c.Reject("ALREADY_ACTIVE", 1)
 	c.Reject("ALREADY_ACTIVE", 0)
 	c.ObserveBatch(1500 * time.Millisecond)
+	c.OrdersPaid.Add(2)
+	c.OrdersExpired.Add(5)
+	c.ObserveReconcile(7, metrics.Reconciliation{Differences: 3, InFlight: 1, Leaked: 2, Repaired: true, At: time.Unix(1700000000, 0)})
+	c.ObserveReconcile(7, metrics.Reconciliation{Differences: 0, InFlight: 1, At: time.Unix(1700000001, 0)})
 	var b strings.Builder
 	if _, err := c.WriteTo(&b); err != nil {
 		t.Fatal(err)
@@ -25,9 +29,31 @@ func TestWriteTo(t *testing.T) {
 		"batches_total 1\n",
 		"batch_seconds_sum 1.5\nbatch_seconds_count 1\n",
 		"dlq_total 0\n", "releases_total 0\n", "orders_duplicate_total 0\n",
+		"orders_paid_total 2\n", "orders_cancelled_total 0\n", "orders_expired_total 5\n",
+		"# TYPE reconcile_differences gauge\nreconcile_differences{sale=\"7\"} 0\n",
+		"reconcile_repaired{sale=\"7\"} 0\n", "reconcile_inflight_holders{sale=\"7\"} 1\n",
+		"reconcile_leaked_holders{sale=\"7\"} 0\n", "reconcile_timestamp_seconds{sale=\"7\"} 1700000001\n",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// The per-sale verdicts are bounded: the oldest goes first.
+func TestObserveReconcileBounded(t *testing.T) {
+	var c metrics.Counters
+	for i := range 100 {
+		c.ObserveReconcile(int64(i+1), metrics.Reconciliation{At: time.Unix(int64(1000+i), 0)})
+	}
+	var b strings.Builder
+	if _, err := c.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), "reconcile_differences{"); n != 64 {
+		t.Errorf("sales exposed: got %d, want 64", n)
+	}
+	if strings.Contains(b.String(), `reconcile_differences{sale="1"}`) || !strings.Contains(b.String(), `reconcile_differences{sale="100"}`) {
+		t.Errorf("kept the wrong sales:\n%s", b.String())
 	}
 }

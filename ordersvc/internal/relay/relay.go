@@ -1,8 +1,8 @@
 // Package relay gives units back to Redis from the stock_release outbox.
-// Rows are written in the same transaction that ends an order (rejection
-// now; expiry and cancel later) and drained here only after commit, so a
-// crash in between is repaired by the next pass and a unit is returned once:
-// the release script is keyed by order id.
+// Rows are written in the same transaction that ends an order (rejection,
+// expiry, cancel) and drained here only after commit, so a crash in between
+// is repaired by the next pass and a unit is returned once: the release
+// script is keyed by order id.
 package relay
 
 import (

@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/redis/rueidis"
+
 	"flashsale/ordersvc/internal/store"
 	"flashsale/pkg/stock"
 )
@@ -75,12 +77,20 @@ func Validate(ns store.NewSale) error {
 
 // Service runs the operator actions.
 type Service struct {
-	store *store.Store
-	stock *stock.Store
+	store    *store.Store
+	stock    *stock.Store
+	accepted rueidis.Client // the gateway's accepted-order records; nil when not needed
+	settle   time.Duration
 }
 
 // NewService builds a service.
-func NewService(st *store.Store, stk *stock.Store) *Service { return &Service{store: st, stock: stk} }
+func NewService(st *store.Store, stk *stock.Store, opts ...Option) *Service {
+	s := &Service{store: st, stock: stk, settle: DefaultSettle}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
 
 // Create validates and stores a sale.
 func (s *Service) Create(ctx context.Context, ns store.NewSale) (View, error) {

@@ -21,6 +21,22 @@ var (
 	// the same user and sale while this batch was being written; retrying
 	// the batch sees that row and rejects the duplicate properly.
 	ErrActiveConflict = errors.New("store: concurrent active order for the same user and sale")
+
+	// Order lifecycle refusals (Pay, Cancel). Each names the state that
+	// stops the transition; repeating a transition that already happened
+	// the same way is not an error.
+
+	// ErrPaid: the order is PAID (under another payment reference, for Pay).
+	ErrPaid = errors.New("store: order already paid")
+	// ErrExpired: the order is EXPIRED, or PENDING past its expires_at (the
+	// sweeper may not have run yet): its unit is or may be back on sale.
+	ErrExpired = errors.New("store: order expired")
+	// ErrCancelled: the order was cancelled.
+	ErrCancelled = errors.New("store: order cancelled")
+	// ErrRejected: the order was rejected when it was persisted.
+	ErrRejected = errors.New("store: order rejected")
+	// ErrPaymentRefUsed: the payment reference already paid another order.
+	ErrPaymentRefUsed = errors.New("store: payment reference already used for another order")
 )
 
 // Order statuses.

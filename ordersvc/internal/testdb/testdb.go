@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/event"
+	"flashsale/pkg/stock"
 	"flashsale/pkg/testenv"
 )
 
@@ -52,4 +55,47 @@ func Sale(t testing.TB, st *store.Store, quantities ...int64) store.Sale {
 		t.Fatalf("create sale: %v", err)
 	}
 	return sale
+}
+
+// Load writes the sale's stock and holders into Redis from PostgreSQL, as
+// load-stock does.
+func Load(t testing.TB, st *store.Store, stk *stock.Store, saleID int64) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	snap, err := st.StockSnapshot(ctx, saleID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stk.Load(ctx, saleID, snap.Items, snap.Holders); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Orders buys one unit of the sale's item (an index into its items) for
+// each user as the gateway and the consumer would: a Redis reservation
+// (when stk is not nil; load the stock first), then a PENDING row placed
+// at placed, so it expires at placed + the sale's payment TTL.
+func Orders(t testing.TB, st *store.Store, stk *stock.Store, sale store.Sale, item int, placed time.Time, users ...string) []event.OrderPlaced {
+	t.Helper()
+	ctx := testenv.Context(t)
+	evs := make([]event.OrderPlaced, 0, len(users))
+	for _, u := range users {
+		e := event.OrderPlaced{Version: event.Version, OrderID: uuid.New(), SaleID: sale.ID, ItemID: sale.Items[item].ID, UserID: u, PlacedAt: placed}
+		if stk != nil {
+			if _, err := stk.Reserve(ctx, sale.ID, e.ItemID, u, e.OrderID.String()); err != nil {
+				t.Fatalf("reserve for %s: %v", u, err)
+			}
+		}
+		evs = append(evs, e)
+	}
+	out, err := st.PersistBatch(ctx, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range out {
+		if o.Kind != store.Accepted {
+			t.Fatalf("order of %s: %v %s, want accepted", users[i], o.Kind, o.Reason)
+		}
+	}
+	return evs
 }

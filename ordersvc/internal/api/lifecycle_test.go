@@ -1,0 +1,250 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/valyala/fasthttp"
+
+	"flashsale/ordersvc/internal/api"
+	"flashsale/ordersvc/internal/metrics"
+	"flashsale/ordersvc/internal/sale"
+	"flashsale/ordersvc/internal/store"
+	"flashsale/ordersvc/internal/testdb"
+	"flashsale/pkg/accepted"
+	"flashsale/pkg/stock"
+	"flashsale/pkg/testenv"
+)
+
+// Pay and cancel over HTTP: owner only (404 for anyone else, as for GET),
+// idempotent repeats, clear refusals, and a cancelled unit back in Redis
+// by the time the answer arrives.
+func TestPayAndCancel(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	rc := redisClient(t)
+	st, stk := store.New(pool), stock.New(rc)
+	ctx := testenv.Context(t)
+	c := publicAPI(t, pool, rc)
+	run := fmt.Sprintf("%d", time.Now().UnixNano()) // payment references are unique across the database
+
+	s := testdb.Sale(t, st, 10)
+	testdb.Load(t, st, stk, s.ID)
+	now := time.Now()
+	orders := testdb.Orders(t, st, stk, s, 0, now, "alice", "bob", "carol")
+	due := testdb.Orders(t, st, stk, s, 0, now.Add(-10*time.Minute-time.Second), "dave")[0]
+	alice, bob, carol := orders[0], orders[1], orders[2]
+	inFlight := uuid.New()
+	if err := accepted.Record(ctx, rc, inFlight.String(), "erin"); err != nil {
+		t.Fatal(err)
+	}
+	path := func(id uuid.UUID, action string) string {
+		return "/api/flash-sales/orders/" + id.String() + "/" + action
+	}
+	pay := func(ref string) string { return `{"paymentRef":"` + ref + `"}` }
+
+	// In order: each step sees the state the steps before it left.
+	steps := []struct {
+		name       string
+		method     string
+		path       string
+		user       string // "" = no token
+		body       string
+		wantStatus int
+		wantCode   string // error code, or the order's status on 200
+	}{
+		{"pay as another user", "POST", path(alice.OrderID, "pay"), "mallory", pay(run + "a"), 404, api.CodeNotFound},
+		{"cancel as another user", "POST", path(alice.OrderID, "cancel"), "mallory", "", 404, api.CodeNotFound},
+		{"get as another user", "GET", "/api/flash-sales/orders/" + alice.OrderID.String(), "mallory", "", 404, api.CodeNotFound},
+		{"pay without a token", "POST", path(alice.OrderID, "pay"), "", pay(run + "a"), 401, api.CodeUnauthorized},
+		{"pay a malformed id", "POST", path(uuid.Nil, "pay")[:30] + "x/pay", "alice", pay(run + "a"), 400, api.CodeInvalidOrderID},
+		{"pay without a body", "POST", path(alice.OrderID, "pay"), "alice", "", 400, api.CodeInvalidPaymentRef},
+		{"pay with an empty reference", "POST", path(alice.OrderID, "pay"), "alice", pay(""), 400, api.CodeInvalidPaymentRef},
+		{"pay with a control character", "POST", path(alice.OrderID, "pay"), "alice", pay(`a\u0007b`), 400, api.CodeInvalidPaymentRef},
+		{"pay with a reference too long", "POST", path(alice.OrderID, "pay"), "alice", pay(strings.Repeat("r", 129)), 400, api.CodeInvalidPaymentRef},
+		{"pay with unknown fields", "POST", path(alice.OrderID, "pay"), "alice", `{"paymentRef":"x","amount":1}`, 400, api.CodeInvalidPaymentRef},
+		{"pay", "POST", path(alice.OrderID, "pay"), "alice", pay(run + "a"), 200, store.StatusPaid},
+		{"pay again with the same reference", "POST", path(alice.OrderID, "pay"), "alice", pay(run + "a"), 200, store.StatusPaid},
+		{"pay again with another reference", "POST", path(alice.OrderID, "pay"), "alice", pay(run + "b"), 409, api.CodeAlreadyPaid},
+		{"cancel a paid order", "POST", path(alice.OrderID, "cancel"), "alice", "", 409, api.CodeOrderPaid},
+		{"a reference that paid another order", "POST", path(carol.OrderID, "pay"), "carol", pay(run + "a"), 409, api.CodePaymentRefUsed},
+		{"cancel", "POST", path(bob.OrderID, "cancel"), "bob", "", 200, store.StatusCancelled},
+		{"cancel again", "POST", path(bob.OrderID, "cancel"), "bob", "", 200, store.StatusCancelled},
+		{"pay a cancelled order", "POST", path(bob.OrderID, "pay"), "bob", pay(run + "c"), 409, api.CodeOrderCancelled},
+		{"pay after the window, before any sweep", "POST", path(due.OrderID, "pay"), "dave", pay(run + "d"), 409, api.CodeOrderExpired},
+		{"pay an order in flight", "POST", path(inFlight, "pay"), "erin", pay(run + "e"), 409, api.CodeProcessing},
+		{"cancel an order in flight", "POST", path(inFlight, "cancel"), "erin", "", 409, api.CodeProcessing},
+		{"cancel another user's order in flight", "POST", path(inFlight, "cancel"), "mallory", "", 404, api.CodeNotFound},
+		{"cancel an unknown order", "POST", path(uuid.New(), "cancel"), "alice", "", 404, api.CodeNotFound},
+		{"unknown action", "POST", path(alice.OrderID, "refund"), "alice", "", 404, api.CodeNotFound},
+		{"pay with GET", "GET", path(alice.OrderID, "pay"), "alice", "", 405, api.CodeMethod},
+	}
+	for _, tt := range steps {
+		authz := ""
+		if tt.user != "" {
+			authz = token(t, tt.user)
+		}
+		r := do(t, c, tt.method, tt.path, authz, tt.body)
+		if r.status != tt.wantStatus {
+			t.Errorf("%s: status %d, want %d; body %s", tt.name, r.status, tt.wantStatus, r.raw)
+			continue
+		}
+		got, _ := r.body["error"].(string)
+		if r.status == 200 {
+			got, _ = r.body["status"].(string)
+		} else if msg, _ := r.body["message"].(string); msg == "" {
+			t.Errorf("%s: error without a message: %s", tt.name, r.raw)
+		}
+		if got != tt.wantCode {
+			t.Errorf("%s: got %q, want %q; body %s", tt.name, got, tt.wantCode, r.raw)
+		}
+		if tt.wantCode == api.CodeProcessing && r.header["Retry-After"] == "" {
+			t.Errorf("%s: no Retry-After", tt.name)
+		}
+	}
+
+	// Bob's unit is back (released after the cancel's commit, before its
+	// answer) and Bob may buy again; Alice's paid unit stays held.
+	holders, err := stk.Holders(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, held := holders["bob"]; held || holders["alice"] != alice.OrderID.String() {
+		t.Errorf("holders after pay and cancel: %v", holders)
+	}
+	if _, err := stk.Reserve(ctx, s.ID, s.Items[0].ID, "bob", uuid.NewString()); err != nil {
+		t.Errorf("bob reserves again: %v", err)
+	}
+	o, err := st.GetOrder(ctx, alice.OrderID)
+	if err != nil || o.PaymentRef != run+"a" || o.PaidAt == nil {
+		t.Errorf("alice's order: %+v %v", o, err)
+	}
+}
+
+func TestPaymentWebhook(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	rc := redisClient(t)
+	st := store.New(pool)
+	secret := []byte("webhook-secret-0123456789abcdef-0123")
+	m := &metrics.Counters{}
+	wh, err := api.NewPaymentWebhook(st, rc, secret, m, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := api.NewHealth(st, m, nil)
+	c := serve(t, api.NewAdmin(sale.NewService(st, stock.New(rc)), adminToken, h, wh, quiet).Handler(context.Background()))
+	s := testdb.Sale(t, st, 5)
+	now := time.Now()
+	o := testdb.Orders(t, st, nil, s, 0, now, "alice")[0]
+	due := testdb.Orders(t, st, nil, s, 0, now.Add(-10*time.Minute-time.Second), "bob")[0]
+	run := fmt.Sprintf("%d", now.UnixNano())
+	body := func(id uuid.UUID, ref string) string {
+		return fmt.Sprintf(`{"orderId":%q,"paymentRef":%q}`, id, ref)
+	}
+	post := func(b, sig string) response {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI("http://ordersvc/webhooks/payment")
+		req.Header.SetMethod("POST")
+		req.Header.Set(api.HeaderPaymentSignature, sig)
+		req.SetBodyString(b)
+		if err := c.DoTimeout(req, resp, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return response{status: resp.StatusCode(), raw: string(resp.Body())}
+	}
+	good := body(o.OrderID, run+"p1")
+	tests := []struct {
+		name       string
+		body, sig  string
+		wantStatus int
+		wantIn     string
+	}{
+		{"no signature", good, "", 401, api.CodeInvalidSignature},
+		{"signed with another secret", good, api.Sign([]byte("nope"), []byte(good)), 401, api.CodeInvalidSignature},
+		{"signature of another body", good, api.Sign(secret, []byte(body(o.OrderID, run+"p2"))), 401, api.CodeInvalidSignature},
+		{"signed garbage", "{", api.Sign(secret, []byte("{")), 400, api.CodeBadRequest},
+		{"confirmed", good, api.Sign(secret, []byte(good)), 200, store.StatusPaid},
+		{"replayed", good, api.Sign(secret, []byte(good)), 200, store.StatusPaid},
+		{"another reference", body(o.OrderID, run+"p2"), api.Sign(secret, []byte(body(o.OrderID, run+"p2"))), 409, api.CodeAlreadyPaid},
+		{"after the window", body(due.OrderID, run+"p3"), api.Sign(secret, []byte(body(due.OrderID, run+"p3"))), 409, api.CodeOrderExpired},
+	}
+	for _, tt := range tests {
+		r := post(tt.body, tt.sig)
+		if r.status != tt.wantStatus || !strings.Contains(r.raw, tt.wantIn) {
+			t.Errorf("%s: got %d %s, want %d with %s", tt.name, r.status, r.raw, tt.wantStatus, tt.wantIn)
+		}
+	}
+	unknown := body(uuid.New(), run+"p5")
+	if r := post(unknown, api.Sign(secret, []byte(unknown))); r.status != 404 {
+		t.Errorf("unknown order: got %d %s, want 404", r.status, r.raw)
+	}
+	if got := m.OrdersPaid.Load(); got != 1 {
+		t.Errorf("orders_paid_total: got %d, want 1 (replays do not count)", got)
+	}
+	// Without a secret there is no webhook endpoint.
+	plain := serve(t, api.NewAdmin(sale.NewService(st, stock.New(rc)), adminToken, h, nil, quiet).Handler(context.Background()))
+	if r := do(t, plain, "POST", "/webhooks/payment", "", good); r.status != 404 {
+		t.Errorf("webhook without a secret: got %d, want 404", r.status)
+	}
+}
+
+// The admin reconcile endpoint answers the verdict and exposes it in metrics.
+func TestAdminReconcile(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	rc := redisClient(t)
+	st, stk := store.New(pool), stock.New(rc)
+	m := &metrics.Counters{}
+	h := api.NewHealth(st, m, nil)
+	c := serve(t, api.NewAdmin(sale.NewService(st, stk, sale.WithAcceptedRecords(rc)), adminToken, h, nil, quiet).Handler(context.Background()))
+	bearer := "Bearer " + string(adminToken)
+	s := testdb.Sale(t, st, 4)
+	testdb.Load(t, st, stk, s.ID)
+	testdb.Orders(t, st, stk, s, 0, time.Now(), "alice")
+	ctx := testenv.Context(t)
+	if err := rc.Do(ctx, rc.B().Del().Key(stock.StockKey(s.ID, s.Items[0].ID)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	p := fmt.Sprintf("/admin/sales/%d/reconcile", s.ID)
+	steps := []struct {
+		name        string
+		path        string
+		wantStatus  int
+		wantClean   bool
+		wantMetrics string
+	}{
+		{"lost stock key found", p, 200, false, fmt.Sprintf("reconcile_differences{sale=\"%d\"} 1\n", s.ID)},
+		{"bad repair flag", p + "?repair=maybe", 400, false, ""},
+		{"repaired", p + "?repair=true", 200, false, fmt.Sprintf("reconcile_repaired{sale=\"%d\"} 1\n", s.ID)},
+		{"clean after the repair", p, 200, true, fmt.Sprintf("reconcile_differences{sale=\"%d\"} 0\n", s.ID)},
+		{"unknown sale", "/admin/sales/999999999999/reconcile", 404, false, ""},
+	}
+	for _, tt := range steps {
+		r := do(t, c, "POST", tt.path, bearer, "")
+		if r.status != tt.wantStatus {
+			t.Errorf("%s: got %d %s, want %d", tt.name, r.status, r.raw, tt.wantStatus)
+			continue
+		}
+		if r.status == 200 && r.body["clean"] != tt.wantClean {
+			t.Errorf("%s: clean %v, want %v: %s", tt.name, r.body["clean"], tt.wantClean, r.raw)
+		}
+		if tt.wantMetrics != "" {
+			if mr := do(t, c, "GET", "/metrics", "", ""); !strings.Contains(mr.raw, tt.wantMetrics) {
+				t.Errorf("%s: metrics lack %q:\n%s", tt.name, tt.wantMetrics, mr.raw)
+			}
+		}
+	}
+	if left, err := stk.Left(ctx, s.ID, s.Items[0].ID); err != nil || left != 3 {
+		t.Errorf("stock after the repair: %d %v, want 3", left, err)
+	}
+	if r := do(t, c, "POST", p, "", ""); r.status != 401 {
+		t.Errorf("reconcile without the admin token: got %d", r.status)
+	}
+}

@@ -1,0 +1,433 @@
+package sale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/rueidis"
+	"golang.org/x/sync/errgroup"
+
+	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/accepted"
+	"flashsale/pkg/stock"
+)
+
+// Kinds of difference between Redis and PostgreSQL.
+const (
+	// DiffStockNotLoaded: the item's stock key is missing (Redis restarted or
+	// lost it); the gateways answer 503 for it until a repair.
+	DiffStockNotLoaded = "STOCK_NOT_LOADED"
+	// DiffStockMismatch: Redis has another number of units left than
+	// quantity - active orders - units of orders in flight or being released.
+	DiffStockMismatch = "STOCK_MISMATCH"
+	// DiffHolderMissing: an active order whose user Redis does not hold (or
+	// holds under another order): Redis would let the user buy again.
+	DiffHolderMissing = "HOLDER_MISSING"
+	// DiffHolderLeaked: a Redis holder whose order has no row and no
+	// accepted record: a reservation nobody was given (failed publish whose
+	// release also failed). Its unit is lost to the sale until a repair.
+	DiffHolderLeaked = "HOLDER_LEAKED"
+	// DiffHolderStale: a Redis holder whose order ended and whose release is
+	// no longer queued (e.g. it found the stock key missing).
+	DiffHolderStale = "HOLDER_STALE"
+)
+
+// How the units of in-flight orders were assigned to items: Redis holders
+// name the user and order, not the item, and an order not yet persisted
+// has no row to say. With one item, or when the per-item shortfall in Redis
+// allows one reading only, the assignment is exact; otherwise it is an
+// estimate, corrected by reconciling again once those orders are persisted.
+const (
+	AttributionExact     = "exact"
+	AttributionEstimated = "estimated"
+)
+
+// Difference is one disagreement between Redis and PostgreSQL.
+type Difference struct {
+	SaleID   int64  `json:"saleId"`
+	Kind     string `json:"kind"`
+	ItemID   int64  `json:"itemId,omitempty"`
+	UserID   string `json:"userId,omitempty"`
+	OrderID  string `json:"orderId,omitempty"`
+	Status   string `json:"status,omitempty"`   // HOLDER_STALE: the order's status
+	Redis    *int64 `json:"redis,omitempty"`    // STOCK_MISMATCH: units left in Redis
+	Expected *int64 `json:"expected,omitempty"` // STOCK_*: units left PostgreSQL implies
+}
+
+// ItemReconciliation is one item's numbers on both sides.
+type ItemReconciliation struct {
+	ItemID   int64 `json:"itemId"`
+	Quantity int64 `json:"quantity"`
+	// Active orders (PENDING and PAID) in PostgreSQL.
+	Active int64 `json:"active"`
+	// Units held by accepted orders not yet persisted (kept out of stock).
+	InFlight int64 `json:"inFlight"`
+	// Units of ended orders whose release is queued (still held in Redis).
+	Releasing int64 `json:"releasing"`
+	// Expected units left in Redis: quantity - active - inFlight - releasing.
+	Expected int64  `json:"expected"`
+	Redis    *int64 `json:"redis"` // null: key missing
+	// Written by a repair: quantity - active - inFlight.
+	Written *int64 `json:"written,omitempty"`
+}
+
+// Reconciliation is the result of comparing a sale's Redis copy with
+// PostgreSQL, and of the repair when one was asked for.
+type Reconciliation struct {
+	SaleID      int64                `json:"saleId"`
+	Clean       bool                 `json:"clean"`
+	Differences []Difference         `json:"differences"`
+	Items       []ItemReconciliation `json:"items"`
+	// Holders in Redis; active orders in PostgreSQL.
+	Holders int `json:"holders"`
+	Active  int `json:"active"`
+	// InFlight holders are kept by a repair; Leaked ones are dropped and
+	// their units returned; Releasing ones are left to the relay (a repair
+	// drops them and counts their units as returned; the relay's later
+	// release then finds nothing to do).
+	InFlight    int    `json:"inFlight"`
+	Leaked      int    `json:"leaked"`
+	Releasing   int    `json:"releasing"`
+	Attribution string `json:"attribution,omitempty"`
+	Repaired    bool   `json:"repaired"`
+
+	unplaced []uuid.UUID // in-flight orders of unknown item
+}
+
+// ErrNoAcceptedRecords: the service was built without the accepted-order
+// records, and cannot tell an order in flight from a leaked reservation.
+var ErrNoAcceptedRecords = errors.New("sale: reconciliation needs the accepted-order records (WithAcceptedRecords)")
+
+// acceptedLookups bounds concurrent accepted-record reads; rueidis
+// pipelines them on one connection.
+const acceptedLookups = 64
+
+// DefaultSettle is how long a repair waits for in-flight orders to be
+// persisted when their items cannot be told otherwise (see Attribution).
+const DefaultSettle = 2 * time.Second
+
+// Reconcile compares the sale's Redis copy with PostgreSQL per item: units
+// left against quantity minus active orders, and holders against active
+// orders. A holder whose order has no row is in flight when the gateway
+// recorded it as accepted for that user (its unit stays reserved), and
+// leaked otherwise. With repair, and differences found, it rewrites Redis
+// from PostgreSQL, keeping in-flight holders and their units, in one
+// transaction that is only applied if Redis did not change meanwhile (see
+// stock.Store.Reconcile).
+func (s *Service) Reconcile(ctx context.Context, saleID int64, repair bool) (Reconciliation, error) {
+	if s.accepted == nil {
+		return Reconciliation{}, ErrNoAcceptedRecords
+	}
+	if repair {
+		// In-flight orders normally reach PostgreSQL within milliseconds,
+		// and then their items are known: rather than guess, wait a little.
+		rec, err := s.reconcile(ctx, saleID, false)
+		if err != nil {
+			return Reconciliation{}, err
+		}
+		if rec.Clean {
+			return rec, nil
+		}
+		if rec.Attribution == AttributionEstimated {
+			if err := s.awaitPersisted(ctx, saleID, rec.unplaced); err != nil {
+				return Reconciliation{}, err
+			}
+		}
+	}
+	return s.reconcile(ctx, saleID, repair)
+}
+
+// awaitPersisted polls PostgreSQL until every order of ids has a row, for
+// at most the service's settle time.
+func (s *Service) awaitPersisted(ctx context.Context, saleID int64, ids []uuid.UUID) error {
+	deadline := time.Now().Add(s.settle)
+	for {
+		rows, err := s.store.HeldOrders(ctx, saleID, ids)
+		if err != nil {
+			return err
+		}
+		if len(rows) == len(ids) || !time.Now().Before(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for in-flight orders: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Service) reconcile(ctx context.Context, saleID int64, repair bool) (Reconciliation, error) {
+	// The item list is fixed once a sale exists; the counts are read again
+	// in every round, after Redis.
+	state, err := s.store.ActiveState(ctx, saleID)
+	if err != nil {
+		return Reconciliation{}, err
+	}
+	itemIDs := make([]int64, 0, len(state.Items))
+	for _, it := range state.Items {
+		itemIDs = append(itemIDs, it.ItemID)
+	}
+	var rec Reconciliation
+	var cp *stock.Copy
+	_, err = s.stock.Reconcile(ctx, saleID, itemIDs, func(ctx context.Context, snap stock.Snapshot) (*stock.Copy, error) {
+		var err error
+		rec, cp, err = s.compare(ctx, saleID, snap, repair)
+		return cp, err
+	})
+	if err != nil {
+		return Reconciliation{}, err
+	}
+	rec.Repaired = cp != nil
+	return rec, nil
+}
+
+// compare builds the reconciliation of one Redis snapshot and, for a
+// repair with differences, the copy to write.
+func (s *Service) compare(ctx context.Context, saleID int64, snap stock.Snapshot, repair bool) (Reconciliation, *stock.Copy, error) {
+	// PostgreSQL is read after Redis: an order persisted in between shows
+	// up here as active, and is matched to its holder below.
+	state, err := s.store.ActiveState(ctx, saleID)
+	if err != nil {
+		return Reconciliation{}, nil, err
+	}
+	rec := Reconciliation{SaleID: saleID, Differences: []Difference{}, Holders: len(snap.Holders), Active: len(state.Active)}
+	activeByOrder := make(map[uuid.UUID]store.HeldOrder, len(state.Active))
+	activeUser := make(map[string]bool, len(state.Active))
+	for _, a := range state.Active {
+		activeByOrder[a.OrderID] = a
+		activeUser[a.UserID] = true
+	}
+
+	// Holders PostgreSQL does not explain: look their orders up, then the
+	// gateway's accepted records for those with no row, then PostgreSQL
+	// again for those (one may have been persisted meanwhile).
+	var unknown []holder
+	for user, order := range snap.Holders {
+		if id, err := uuid.Parse(order); err == nil {
+			if a, ok := activeByOrder[id]; ok && a.UserID == user {
+				continue
+			}
+		}
+		unknown = append(unknown, holder{user, order})
+	}
+	sort.Slice(unknown, func(i, j int) bool { return unknown[i].user < unknown[j].user })
+	ids := make([]uuid.UUID, 0, len(unknown))
+	for _, h := range unknown {
+		if id, err := uuid.Parse(h.order); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	rows, err := s.store.HeldOrders(ctx, saleID, ids)
+	if err != nil {
+		return Reconciliation{}, nil, err
+	}
+	var noRow []holder
+	for _, h := range unknown {
+		if id, err := uuid.Parse(h.order); err != nil || rows[id].OrderID == uuid.Nil {
+			noRow = append(noRow, h)
+		}
+	}
+	owners, err := s.acceptedOwners(ctx, noRow)
+	if err != nil {
+		return Reconciliation{}, nil, err
+	}
+	var late []uuid.UUID
+	for _, h := range noRow {
+		if id, err := uuid.Parse(h.order); err == nil && owners[h.order] == h.user {
+			late = append(late, id)
+		}
+	}
+	lateRows, err := s.store.HeldOrders(ctx, saleID, late)
+	if err != nil {
+		return Reconciliation{}, nil, err
+	}
+	for id, r := range lateRows {
+		rows[id] = r
+	}
+
+	items := make(map[int64]*ItemReconciliation, len(state.Items))
+	rec.Items = make([]ItemReconciliation, len(state.Items))
+	for i, it := range state.Items {
+		rec.Items[i] = ItemReconciliation{ItemID: it.ItemID, Quantity: it.Quantity, Active: it.Active}
+		items[it.ItemID] = &rec.Items[i]
+	}
+	keep := make([]stock.Holder, 0, len(state.Active)+len(late))
+	for _, a := range state.Active {
+		keep = append(keep, stock.Holder{UserID: a.UserID, OrderID: a.OrderID.String()})
+	}
+	var unplaced int // in-flight holders whose item is unknown
+	diff := func(d Difference) { d.SaleID = saleID; rec.Differences = append(rec.Differences, d) }
+	for _, h := range unknown {
+		id, _ := uuid.Parse(h.order)
+		r, hasRow := rows[id]
+		switch {
+		case activeUser[h.user]:
+			// PostgreSQL holds another active order for this user: it wins,
+			// and HOLDER_MISSING below reports it. An order behind this
+			// holder can only end REJECTED when it is persisted.
+		case hasRow && r.UserID == h.user && (r.Status == store.StatusPending || r.Status == store.StatusPaid):
+			// Persisted after the snapshot: in flight with a known item.
+			rec.InFlight++
+			if it := items[r.ItemID]; it != nil {
+				it.InFlight++
+			}
+			keep = append(keep, stock.Holder{UserID: h.user, OrderID: h.order})
+		case hasRow && r.UserID == h.user && r.ReleasePending:
+			rec.Releasing++
+			if it := items[r.ItemID]; it != nil {
+				it.Releasing++
+			}
+		case hasRow:
+			diff(Difference{Kind: DiffHolderStale, ItemID: r.ItemID, UserID: h.user, OrderID: h.order, Status: r.Status})
+		case owners[h.order] == h.user:
+			rec.InFlight++
+			unplaced++
+			rec.unplaced = append(rec.unplaced, id)
+			keep = append(keep, stock.Holder{UserID: h.user, OrderID: h.order})
+		default:
+			rec.Leaked++
+			diff(Difference{Kind: DiffHolderLeaked, UserID: h.user, OrderID: h.order})
+		}
+	}
+	for _, a := range state.Active {
+		if snap.Holders[a.UserID] != a.OrderID.String() {
+			diff(Difference{Kind: DiffHolderMissing, ItemID: a.ItemID, UserID: a.UserID, OrderID: a.OrderID.String()})
+		}
+	}
+	if unplaced > 0 {
+		rec.Attribution = attribute(rec.Items, snap.Left, unplaced, rec.Leaked)
+	}
+
+	for i := range rec.Items {
+		it := &rec.Items[i]
+		it.Expected = it.Quantity - it.Active - it.InFlight - it.Releasing
+		left, ok := snap.Left[it.ItemID]
+		expected := it.Expected
+		switch {
+		case !ok:
+			diff(Difference{Kind: DiffStockNotLoaded, ItemID: it.ItemID, Expected: &expected})
+		case left != it.Expected:
+			diff(Difference{Kind: DiffStockMismatch, ItemID: it.ItemID, Redis: &left, Expected: &expected})
+		}
+		if ok {
+			it.Redis = &left
+		}
+	}
+	rec.Clean = len(rec.Differences) == 0
+	if !repair || rec.Clean {
+		return rec, nil, nil
+	}
+	cp := &stock.Copy{Holders: keep, Items: make([]stock.ItemStock, 0, len(rec.Items))}
+	for i := range rec.Items {
+		it := &rec.Items[i]
+		// More orders in flight than PostgreSQL has units for: some will be
+		// REJECTED when persisted, and their releases bring the units back.
+		w := max(it.Quantity-it.Active-it.InFlight, 0)
+		it.Written = &w
+		cp.Items = append(cp.Items, stock.ItemStock{ItemID: it.ItemID, Left: w})
+	}
+	return rec, cp, nil
+}
+
+// attribute assigns n in-flight units of unknown item to items. A unit Redis
+// holds beyond active orders, known in-flight and releasing ones is held by
+// an in-flight or a leaked holder; those shortfalls are filled in item
+// order, then items whose stock key is missing, then any with room. It
+// reports whether the assignment was forced (exact) or a guess.
+func attribute(items []ItemReconciliation, left map[int64]int64, n, leaked int) string {
+	exact := len(items) == 1
+	short := make([]int64, len(items))
+	var totalShort int64
+	withShort := 0
+	for i, it := range items {
+		if l, ok := left[it.ItemID]; ok {
+			short[i] = max(it.Quantity-it.Active-it.InFlight-it.Releasing-l, 0)
+		}
+		totalShort += short[i]
+		if short[i] > 0 {
+			withShort++
+		}
+	}
+	if !exact && (withShort == 1 && totalShort >= int64(n) || leaked == 0 && totalShort == int64(n)) {
+		exact = true
+	}
+	remaining := int64(n)
+	take := func(i int, room int64) {
+		k := min(room, remaining)
+		if k > 0 {
+			items[i].InFlight += k
+			remaining -= k
+		}
+	}
+	for i := range items {
+		take(i, short[i])
+	}
+	for i, it := range items {
+		if _, ok := left[it.ItemID]; !ok {
+			take(i, it.Quantity-it.Active-it.InFlight)
+		}
+	}
+	for i, it := range items {
+		take(i, it.Quantity-it.Active-it.InFlight)
+	}
+	if len(items) > 0 {
+		items[0].InFlight += remaining // more in flight than units: counted, nowhere to keep them
+	}
+	if exact {
+		return AttributionExact
+	}
+	return AttributionEstimated
+}
+
+// holder is a Redis holder entry.
+type holder struct{ user, order string }
+
+// acceptedOwners reads the accepted records of hs: order id -> user, for
+// the orders that have one.
+func (s *Service) acceptedOwners(ctx context.Context, hs []holder) (map[string]string, error) {
+	owners := make([]string, len(hs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(acceptedLookups)
+	for i, h := range hs {
+		if _, err := uuid.Parse(h.order); err != nil {
+			continue // no gateway hands out such an id
+		}
+		g.Go(func() error {
+			user, ok, err := accepted.Owner(gctx, s.accepted, h.order)
+			if ok {
+				owners[i] = user
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("read accepted orders: %w", err)
+	}
+	out := make(map[string]string, len(hs))
+	for i, h := range hs {
+		if owners[i] != "" {
+			out[h.order] = owners[i]
+		}
+	}
+	return out, nil
+}
+
+// Option configures a Service.
+type Option func(*Service)
+
+// WithAcceptedRecords lets the service read the gateway's records of
+// accepted, not yet persisted orders (reconciliation needs them).
+func WithAcceptedRecords(rc rueidis.Client) Option {
+	return func(s *Service) { s.accepted = rc }
+}
+
+// WithSettle sets how long a repair waits for in-flight orders whose item
+// it cannot tell (DefaultSettle).
+func WithSettle(d time.Duration) Option {
+	return func(s *Service) { s.settle = d }
+}

@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// ItemCount is an item's quantity and the units its active orders hold.
+type ItemCount struct {
+	ItemID   int64
+	Quantity int64
+	Active   int64
+}
+
+// HeldOrder is an order and the unit it holds or held: active orders of a
+// sale, or the orders Redis holders name.
+type HeldOrder struct {
+	OrderID uuid.UUID
+	UserID  string
+	ItemID  int64
+	Status  string
+	// ReleasePending: the order ended and its stock_release row has not
+	// been drained yet, so Redis still rightly holds its unit for a moment.
+	ReleasePending bool
+}
+
+// ActiveState is what PostgreSQL says a sale's Redis copy must reflect.
+type ActiveState struct {
+	Items  []ItemCount
+	Active []HeldOrder // PENDING and PAID orders
+}
+
+// ActiveState reads a sale's items and active orders in one REPEATABLE READ
+// snapshot, so the counts and the list agree; ErrNotFound for no sale.
+func (s *Store) ActiveState(ctx context.Context, saleID int64) (ActiveState, error) {
+	var st ActiveState
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT i.id, i.quantity, count(o.id)
+			FROM flash_sale_item i
+			LEFT JOIN flash_sale_order o ON o.item_id = i.id AND o.status IN ('PENDING', 'PAID')
+			WHERE i.sale_id = $1
+			GROUP BY i.id ORDER BY i.id`, saleID)
+		if err != nil {
+			return fmt.Errorf("count active orders: %w", err)
+		}
+		st.Items, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ItemCount, error) {
+			var c ItemCount
+			err := r.Scan(&c.ItemID, &c.Quantity, &c.Active)
+			return c, err
+		})
+		if err != nil {
+			return fmt.Errorf("count active orders: %w", err)
+		}
+		if len(st.Items) == 0 {
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM flash_sale WHERE id = $1)`, saleID).Scan(&exists); err != nil {
+				return fmt.Errorf("read sale: %w", err)
+			}
+			if !exists {
+				return ErrNotFound
+			}
+		}
+		rows, err = tx.Query(ctx, `
+			SELECT id, user_id, item_id, status FROM flash_sale_order
+			WHERE sale_id = $1 AND status IN ('PENDING', 'PAID')`, saleID)
+		if err != nil {
+			return fmt.Errorf("read active orders: %w", err)
+		}
+		st.Active, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (HeldOrder, error) {
+			var h HeldOrder
+			err := r.Scan(&h.OrderID, &h.UserID, &h.ItemID, &h.Status)
+			return h, err
+		})
+		if err != nil {
+			return fmt.Errorf("read active orders: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return ActiveState{}, fmt.Errorf("active state of sale %d: %w", saleID, err)
+	}
+	return st, nil
+}
+
+// HeldOrders reads the orders of ids that belong to saleID, with whether
+// their unit's release is still queued. Ids with no row are absent.
+func (s *Store) HeldOrders(ctx context.Context, saleID int64, ids []uuid.UUID) (map[uuid.UUID]HeldOrder, error) {
+	out := make(map[uuid.UUID]HeldOrder, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT o.id, o.user_id, o.item_id, o.status, r.order_id IS NOT NULL AND r.released_at IS NULL
+		FROM flash_sale_order o LEFT JOIN stock_release r ON r.order_id = o.id
+		WHERE o.id = ANY($1::uuid[]) AND o.sale_id = $2`, ids, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("read held orders of sale %d: %w", saleID, err)
+	}
+	var h HeldOrder
+	_, err = pgx.ForEachRow(rows, []any{&h.OrderID, &h.UserID, &h.ItemID, &h.Status, &h.ReleasePending}, func() error {
+		out[h.OrderID] = h
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read held orders of sale %d: %w", saleID, err)
+	}
+	return out, nil
+}
