@@ -46,6 +46,20 @@ func newFixture(t *testing.T, quantity, sold int) *fixture {
 	if err := pool.QueryRow(ctx, `INSERT INTO flash_sale (name, starts_at, ends_at) VALUES ('audit', now(), now() + interval '1 hour') RETURNING id`).Scan(&f.sale); err != nil {
 		t.Fatal(err)
 	}
+	// Planted faults must not outlive the test: an order beyond quantity
+	// would later make the expiry sweeper's sold - n go below zero.
+	t.Cleanup(func() {
+		c := context.Background()
+		for _, q := range []string{
+			`DELETE FROM stock_release WHERE sale_id = $1`, `DELETE FROM flash_sale_order WHERE sale_id = $1`,
+			`DELETE FROM flash_sale_item WHERE sale_id = $1`, `DELETE FROM flash_sale WHERE id = $1`,
+		} {
+			if _, err := pool.Exec(c, q, f.sale); err != nil {
+				t.Errorf("clean up sale %d: %v", f.sale, err)
+			}
+		}
+		rc.Do(c, rc.B().Del().Key(stock.HoldersKey(f.sale), stock.StockKey(f.sale, f.item)).Build())
+	})
 	if err := pool.QueryRow(ctx, `INSERT INTO flash_sale_item (sale_id, product_id, name, price, quantity, sold) VALUES ($1, 'p', 'i', 1, $2, $3) RETURNING id`, f.sale, quantity, sold).Scan(&f.item); err != nil {
 		t.Fatal(err)
 	}
