@@ -67,6 +67,10 @@ func runCreateSale(ctx context.Context, cfg config.Config, args []string, stdout
 	startsAt := fs.String("starts-at", "", "start time, RFC 3339 or +duration from now, e.g. +30s (required)")
 	duration := fs.Duration("duration", time.Hour, "how long the sale stays open")
 	ttl := fs.Duration("payment-ttl", 10*time.Minute, "time a PENDING order has to be paid")
+	queued := fs.Bool("queue", false, "shoppers need an admission token from the virtual queue")
+	draw := fs.Bool("queue-draw", store.DefaultQueue.Draw, "order early joiners by a random draw at the opening")
+	rate := fs.Int64("admission-rate", store.DefaultQueue.AdmissionRate, "shoppers admitted per second at the start")
+	pow := fs.Int("pow", 0, "proof-of-work difficulty (leading zero bits) to join the queue")
 	var items itemFlags
 	fs.Var(&items, "item", "name:price:quantity[:productId], repeatable (at least one)")
 	if err := parseFlags(fs, args); err != nil {
@@ -76,7 +80,8 @@ func runCreateSale(ctx context.Context, cfg config.Config, args []string, stdout
 	if err != nil {
 		return err
 	}
-	ns := store.NewSale{Name: *name, StartsAt: start, EndsAt: start.Add(*duration), PaymentTTL: *ttl}
+	ns := store.NewSale{Name: *name, StartsAt: start, EndsAt: start.Add(*duration), PaymentTTL: *ttl,
+		Queue: store.Queue{Enabled: *queued, Draw: *draw, AdmissionRate: *rate, PowDifficulty: *pow}}
 	for _, spec := range items {
 		it, err := sale.ParseItem(spec)
 		if err != nil {

@@ -56,6 +56,12 @@ func Validate(ns store.NewSale) error {
 	if ns.PaymentTTL < time.Second || ns.PaymentTTL > MaxPaymentTTL {
 		fail("paymentTtl: want 1s..%s, got %s", MaxPaymentTTL, ns.PaymentTTL)
 	}
+	if ns.Queue.AdmissionRate < 0 || ns.Queue.AdmissionRate > 1_000_000 {
+		fail("queue.admissionRate: want 0..1000000 per second, got %d", ns.Queue.AdmissionRate)
+	}
+	if ns.Queue.PowDifficulty < 0 || ns.Queue.PowDifficulty > 32 {
+		fail("queue.powDifficulty: want 0..32 bits, got %d", ns.Queue.PowDifficulty)
+	}
 	if len(ns.Items) == 0 || len(ns.Items) > MaxItems {
 		fail("items: want 1..%d, got %d", MaxItems, len(ns.Items))
 	}

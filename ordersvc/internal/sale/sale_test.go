@@ -239,3 +239,29 @@ func TestLoadStockTwice(t *testing.T) {
 		t.Errorf("load of an unknown sale: got %v, want ErrNotFound", err)
 	}
 }
+
+func TestDecodeCreateQueueSettings(t *testing.T) {
+	base := `{"name":"s","startsAt":"2026-12-24T10:00:00Z","endsAt":"2026-12-24T11:00:00Z","paymentTtlSeconds":600,"items":[{"name":"n","price":1,"quantity":3}]`
+	tests := []struct {
+		name    string
+		body    string
+		want    store.Queue
+		wantErr bool
+	}{
+		{"no queue: none", base + `}`, store.DefaultQueue, false},
+		{"queued sale", base + `,"queue":{"enabled":true,"draw":false,"admissionRate":250,"powDifficulty":12}}`, store.Queue{Enabled: true, AdmissionRate: 250, PowDifficulty: 12}, false},
+		{"proof of work too hard", base + `,"queue":{"enabled":true,"powDifficulty":40}}`, store.Queue{}, true},
+		{"negative rate", base + `,"queue":{"enabled":true,"admissionRate":-1}}`, store.Queue{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns, err := DecodeCreate([]byte(tt.body))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("DecodeCreate() error = %v, wantErr %v", err, tt.wantErr)
+			}
+			if !tt.wantErr && ns.Queue != tt.want {
+				t.Fatalf("queue = %+v, want %+v", ns.Queue, tt.want)
+			}
+		})
+	}
+}

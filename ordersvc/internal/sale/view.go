@@ -18,9 +18,18 @@ type View struct {
 	StartsAt          time.Time  `json:"startsAt"`
 	EndsAt            time.Time  `json:"endsAt"`
 	PaymentTTLSeconds int64      `json:"paymentTtlSeconds"`
+	Queue             QueueView  `json:"queue"`
 	CreatedAt         time.Time  `json:"createdAt"`
 	Items             []ItemView `json:"items"`
 	Holders           *int       `json:"holders,omitempty"`
+}
+
+// QueueView is the JSON of a sale's admission settings.
+type QueueView struct {
+	Enabled       bool  `json:"enabled"`
+	Draw          bool  `json:"draw"`
+	AdmissionRate int64 `json:"admissionRate"`
+	PowDifficulty int   `json:"powDifficulty"`
 }
 
 // ItemView is the JSON of an item.
@@ -37,7 +46,8 @@ type ItemView struct {
 
 func viewOf(s store.Sale) View {
 	v := View{ID: s.ID, Name: s.Name, StartsAt: s.StartsAt.UTC(), EndsAt: s.EndsAt.UTC(),
-		PaymentTTLSeconds: int64(s.PaymentTTL / time.Second), CreatedAt: s.CreatedAt.UTC(), Items: []ItemView{}}
+		PaymentTTLSeconds: int64(s.PaymentTTL / time.Second), CreatedAt: s.CreatedAt.UTC(), Items: []ItemView{},
+		Queue: QueueView(s.Queue)}
 	for _, it := range s.Items {
 		v.Items = append(v.Items, ItemView{ID: it.ID, ProductID: it.ProductID, Name: it.Name, Price: it.Price, Quantity: it.Quantity, Sold: it.Sold})
 	}
@@ -46,11 +56,13 @@ func viewOf(s store.Sale) View {
 
 // CreateRequest is the body of POST /admin/sales.
 type CreateRequest struct {
-	Name              string        `json:"name"`
-	StartsAt          time.Time     `json:"startsAt"`
-	EndsAt            time.Time     `json:"endsAt"`
-	PaymentTTLSeconds int64         `json:"paymentTtlSeconds"`
-	Items             []ItemRequest `json:"items"`
+	Name              string    `json:"name"`
+	StartsAt          time.Time `json:"startsAt"`
+	EndsAt            time.Time `json:"endsAt"`
+	PaymentTTLSeconds int64     `json:"paymentTtlSeconds"`
+	// Queue is optional: without it the sale has no virtual queue.
+	Queue *QueueView    `json:"queue,omitempty"`
+	Items []ItemRequest `json:"items"`
 }
 
 // ItemRequest is one item of a CreateRequest.
@@ -103,7 +115,10 @@ func DecodeCreate(b []byte) (store.NewSale, error) {
 	}
 	const maxTTLSeconds = int64(MaxPaymentTTL / time.Second)
 	ttl := time.Duration(min(max(req.PaymentTTLSeconds, -1), maxTTLSeconds+1)) * time.Second // no overflow
-	ns := store.NewSale{Name: req.Name, StartsAt: req.StartsAt, EndsAt: req.EndsAt, PaymentTTL: ttl}
+	ns := store.NewSale{Name: req.Name, StartsAt: req.StartsAt, EndsAt: req.EndsAt, PaymentTTL: ttl, Queue: store.DefaultQueue}
+	if req.Queue != nil {
+		ns.Queue = store.Queue(*req.Queue)
+	}
 	for _, it := range req.Items {
 		ns.Items = append(ns.Items, store.NewItem{ProductID: it.ProductID, Name: it.Name, Price: string(it.Price), Quantity: it.Quantity})
 	}

@@ -18,8 +18,20 @@ type NewSale struct {
 	StartsAt   time.Time
 	EndsAt     time.Time
 	PaymentTTL time.Duration
+	Queue      Queue
 	Items      []NewItem
 }
+
+// Queue is a sale's admission settings, read by the gateways.
+type Queue struct {
+	Enabled       bool  // shoppers need an admission token from the virtual queue
+	Draw          bool  // early joiners are ordered by a random draw at the opening
+	AdmissionRate int64 // shoppers admitted per second at the start
+	PowDifficulty int   // leading zero bits of the proof of work to join; 0 = none
+}
+
+// DefaultQueue is the queue of a sale created without settings: none.
+var DefaultQueue = Queue{Draw: true, AdmissionRate: 100}
 
 // NewItem is an item of a new sale. Price is a decimal string ("19.99") so
 // no float ever touches money.
@@ -37,6 +49,7 @@ type Sale struct {
 	StartsAt   time.Time
 	EndsAt     time.Time
 	PaymentTTL time.Duration
+	Queue      Queue
 	CreatedAt  time.Time
 	Items      []Item
 }
@@ -54,13 +67,15 @@ type Item struct {
 
 // CreateSale writes a sale and its items in one transaction.
 func (s *Store) CreateSale(ctx context.Context, ns NewSale) (Sale, error) {
-	sale := Sale{Name: ns.Name, StartsAt: ns.StartsAt, EndsAt: ns.EndsAt, PaymentTTL: ns.PaymentTTL}
+	sale := Sale{Name: ns.Name, StartsAt: ns.StartsAt, EndsAt: ns.EndsAt, PaymentTTL: ns.PaymentTTL, Queue: ns.Queue}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `
-			INSERT INTO flash_sale (name, starts_at, ends_at, payment_ttl)
-			VALUES ($1, $2, $3, make_interval(secs => $4))
+			INSERT INTO flash_sale (name, starts_at, ends_at, payment_ttl,
+			                        queue_enabled, queue_draw, admission_rate, pow_difficulty)
+			VALUES ($1, $2, $3, make_interval(secs => $4), $5, $6, $7, $8)
 			RETURNING id, starts_at, ends_at, created_at`,
 			ns.Name, ns.StartsAt, ns.EndsAt, ns.PaymentTTL.Seconds(),
+			ns.Queue.Enabled, ns.Queue.Draw, ns.Queue.AdmissionRate, ns.Queue.PowDifficulty,
 		).Scan(&sale.ID, &sale.StartsAt, &sale.EndsAt, &sale.CreatedAt)
 		if err != nil {
 			return fmt.Errorf("insert sale: %w", err)
@@ -108,9 +123,11 @@ func getSale(ctx context.Context, tx pgx.Tx, saleID int64) (Sale, error) {
 	sale := Sale{ID: saleID}
 	var ttlMicros int64
 	err := tx.QueryRow(ctx, `
-		SELECT name, starts_at, ends_at, (extract(epoch FROM payment_ttl) * 1000000)::bigint, created_at
+		SELECT name, starts_at, ends_at, (extract(epoch FROM payment_ttl) * 1000000)::bigint, created_at,
+		       queue_enabled, queue_draw, admission_rate, pow_difficulty
 		FROM flash_sale WHERE id = $1`, saleID,
-	).Scan(&sale.Name, &sale.StartsAt, &sale.EndsAt, &ttlMicros, &sale.CreatedAt)
+	).Scan(&sale.Name, &sale.StartsAt, &sale.EndsAt, &ttlMicros, &sale.CreatedAt,
+		&sale.Queue.Enabled, &sale.Queue.Draw, &sale.Queue.AdmissionRate, &sale.Queue.PowDifficulty)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Sale{}, ErrNotFound
 	}
