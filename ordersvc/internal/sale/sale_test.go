@@ -255,7 +255,7 @@ func TestDecodeCreateQueueSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ns, err := DecodeCreate([]byte(tt.body))
+			ns, err := sale.DecodeCreate([]byte(tt.body))
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("DecodeCreate() error = %v, wantErr %v", err, tt.wantErr)
 			}
