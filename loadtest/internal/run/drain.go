@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -141,4 +142,40 @@ func pollSample(ctx context.Context, api *stackapi.Client, cr *crowd.Crowd, acce
 	close(jobs)
 	wg.Wait()
 	return seen
+}
+
+// payShare pays a share of the winners through the polling origin, as the
+// shoppers would, and returns how many payments succeeded.
+func payShare(ctx context.Context, api *stackapi.Client, cr *crowd.Crowd, accepted map[string]string, share float64) int {
+	tokenOf := make(map[string]string, len(cr.Users))
+	for i, u := range cr.Users {
+		tokenOf[u] = cr.Tokens[i]
+	}
+	want := int(float64(len(accepted)) * share)
+	type job struct{ id, token string }
+	jobs := make(chan job)
+	var paid atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				if err := api.Pay(ctx, j.token, j.id, "lt-"+j.id); err == nil {
+					paid.Add(1)
+				}
+			}
+		}()
+	}
+	n := 0
+	for id, user := range accepted {
+		if n >= want {
+			break
+		}
+		jobs <- job{id, tokenOf[user]}
+		n++
+	}
+	close(jobs)
+	wg.Wait()
+	return int(paid.Load())
 }

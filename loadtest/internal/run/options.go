@@ -36,6 +36,13 @@ type Options struct {
 	MaxWorkers  uint64
 	Timeout     time.Duration // per request
 
+	// Queue sends the crowd through the virtual queue: everyone joins before
+	// the opening, polls, and buys once admitted at AdmissionRate per second.
+	Queue         bool
+	AdmissionRate int64
+	// PayShare is the fraction of winners who pay; the rest are left to expire.
+	PayShare float64
+
 	OpenIn         time.Duration // the sale opens this long after setup
 	PersistTimeout time.Duration // bound on waiting for orders to reach PostgreSQL
 	PollSample     int           // orders checked through the polling endpoint
@@ -50,7 +57,8 @@ func Defaults() Options {
 		PostgresDSN: "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable", RedisAddr: "127.0.0.1:16379",
 		Users: 500_000, Stock: 10_000, Items: 1,
 		Profile: "herd", Rate: 0, Duration: 60 * time.Second, Connections: 256, Workers: 64, MaxWorkers: 256,
-		Timeout: 10 * time.Second, OpenIn: 3 * time.Second, PersistTimeout: 60 * time.Second, PollSample: 1000,
+		AdmissionRate: 5000,
+		Timeout:       10 * time.Second, OpenIn: 3 * time.Second, PersistTimeout: 60 * time.Second, PollSample: 1000,
 		OutDir: "loadtest/out",
 	}
 }
@@ -70,6 +78,8 @@ func (o Options) Validate() error {
 	bad(o.Items > 0 && o.Items <= o.Stock, "-items must be between 1 and -stock")
 	bad(o.Profile == "herd" || o.Profile == "steady" || o.Profile == "ramp", "-profile %q: want herd, steady or ramp", o.Profile)
 	bad(o.Profile == "herd" || o.Rate > 0, "-rate must be positive for the %s profile", o.Profile)
+	bad(!o.Queue || o.AdmissionRate > 0, "-admission-rate must be positive with -queue")
+	bad(o.PayShare >= 0 && o.PayShare <= 1, "-pay-share must be between 0 and 1")
 	bad(o.Duration > 0, "-duration must be positive: every attack stops by itself")
 	bad(o.Connections > 0, "-connections must be positive")
 	bad(o.MaxWorkers > 0 && o.Workers > 0, "-workers and -max-workers must be positive")

@@ -57,6 +57,9 @@ func writeHuman(w io.Writer, r Report) {
 	fmt.Fprintf(&b, "last unit sold:          %s after the first request\n", ms(r.SellOutMs))
 	fmt.Fprintf(&b, "all accepted persisted:  %s after the first request\n", ms(r.PersistMs))
 	fmt.Fprintf(&b, "polled orders:           %v\n", r.Polled)
+	if r.Paid > 0 {
+		fmt.Fprintf(&b, "paid:                    %d winners (the rest expire after the payment window)\n", r.Paid)
+	}
 	if r.GatewayPeakRSSMiB >= 0 {
 		fmt.Fprintf(&b, "gateway peak memory:     %.0f MiB resident\n", r.GatewayPeakRSSMiB)
 	}

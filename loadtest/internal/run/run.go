@@ -38,6 +38,8 @@ type Report struct {
 	SellOutMs  int64          `json:"sell_out_ms"` // first request to last unit sold; -1 if not sold out
 	PersistMs  int64          `json:"persist_ms"`  // first request to every accepted order in PostgreSQL; -1 if not
 	Polled     map[string]int `json:"polled"`      // statuses seen through the polling endpoint
+	// Paid is how many winners paid (-pay-share); the rest are left to expire.
+	Paid int `json:"paid"`
 	// GatewayPeakRSSMiB is the gateway's peak resident memory (-1 unknown).
 	GatewayPeakRSSMiB float64       `json:"gateway_peak_rss_mib"`
 	Audit             audit.Verdict `json:"audit"`
@@ -94,6 +96,9 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 	// Setup: the sale, its stock warmed up from PostgreSQL.
 	opens := time.Now().Add(o.OpenIn)
 	ns := stackapi.NewSale{Name: "loadtest " + prefix, StartsAt: opens, EndsAt: opens.Add(time.Hour), PaymentTTLSeconds: 600}
+	if o.Queue {
+		ns.Queue = &stackapi.SaleQueue{Enabled: true, Draw: true, AdmissionRate: o.AdmissionRate}
+	}
 	for i := range o.Items {
 		q := o.Stock / o.Items
 		if i < o.Stock%o.Items {
@@ -115,9 +120,30 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 	}
 	fmt.Fprintf(progress, "sale %d: %d units over %d items, opens at %s\n", sale.ID, o.Stock, len(items), opens.Format(time.TimeOnly))
 
-	info, err := waitOpen(ctx, api, sale.ID, opens.Add(30*time.Second))
+	var room *waitingRoom
+	if o.Queue {
+		// Everyone joins before the opening: the pre-queue is drawn at random.
+		room = newWaitingRoom(api, cr, sale.ID)
+		if err := waitKnown(ctx, api, sale.ID, opens); err != nil {
+			return rep, err
+		}
+		fmt.Fprintf(progress, "queue: %d shoppers joining before the opening...\n", o.Users)
+		if err := room.join(ctx, o.Connections); err != nil {
+			return rep, err
+		}
+		if time.Now().After(opens) {
+			fmt.Fprintf(progress, "queue: joining took past the opening; later joiners queued FIFO (raise -open-in)\n")
+		}
+	}
+	info, err := waitOpen(ctx, api, sale.ID, opens.Add(30*time.Second), o.Queue)
 	if err != nil {
 		return rep, err
+	}
+	targeter := cr.Targeter(o.GatewayURL, info.PurchasePath, items)
+	soldOut := make(chan struct{})
+	if room != nil {
+		go room.poll(ctx, o.Connections, time.Now().Add(o.Duration), soldOut)
+		targeter = room.targeter(o.GatewayURL, items)
 	}
 
 	// Attack.
@@ -150,14 +176,16 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 	attackCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { <-attackCtx.Done(); atk.Stop() }()
-	for r := range atk.Attack(cr.Targeter(o.GatewayURL, info.PurchasePath, items), pacer, o.Duration, "flashsale") {
+	for r := range atk.Attack(targeter, pacer, o.Duration, "flashsale") {
 		if r.Method == "" { // the targeter ran dry; no request was sent
 			continue
 		}
 		k, id := tally.Add(r)
 		counts[k].Add(1)
 		if k == outcome.Accepted {
-			sold.Add(1)
+			if sold.Add(1) == int64(o.Stock) {
+				close(soldOut)
+			}
 			if i, err := crowd.ShopperOf(r.URL); err == nil {
 				accepted[id] = cr.Users[i]
 			}
@@ -176,6 +204,12 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 	}
 	if at := rowsSeen.stop(len(accepted)); !at.IsZero() && !tally.First.IsZero() {
 		rep.PersistMs = at.Sub(tally.First).Milliseconds()
+	}
+	if room != nil {
+		room.summary(progress)
+	}
+	if o.PayShare > 0 {
+		rep.Paid = payShare(ctx, api, cr, accepted, o.PayShare)
 	}
 	waitReleases(ctx, pool, sale.ID, 10*time.Second)
 	rep.Polled = pollSample(ctx, api, cr, accepted, o.PollSample)
@@ -249,11 +283,30 @@ func pacerFor(o Options) vegeta.Pacer {
 	return vegeta.Rate{Freq: 0} // as fast as the workers go
 }
 
-// waitOpen waits until the gateway knows the sale and it is open.
-func waitOpen(ctx context.Context, api *stackapi.Client, saleID int64, deadline time.Time) (stackapi.SaleInfo, error) {
+// waitKnown waits until the gateway's catalog has the sale.
+func waitKnown(ctx context.Context, api *stackapi.Client, saleID int64, deadline time.Time) error {
+	for {
+		_, err := api.SaleInfo(ctx, saleID)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the gateway does not know sale %d before its opening: %w", saleID, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// waitOpen waits until the gateway knows the sale and it is open. A queued
+// sale never shows its purchase path: its state says it is open.
+func waitOpen(ctx context.Context, api *stackapi.Client, saleID int64, deadline time.Time, queued bool) (stackapi.SaleInfo, error) {
 	for {
 		info, err := api.SaleInfo(ctx, saleID)
-		if err == nil && info.PurchasePath != "" {
+		if err == nil && (info.PurchasePath != "" || queued && (info.State == "OPEN" || info.State == "SOLD_OUT")) {
 			return info, nil
 		}
 		if time.Now().After(deadline) {

@@ -55,3 +55,30 @@ func TestSmallSaleEndToEnd(t *testing.T) {
 		t.Errorf("audit in summary: %v", summary)
 	}
 }
+
+// The same through the virtual queue: everyone joins before the opening, is
+// admitted at the operator's rate, buys with an admission token; half the
+// winners pay.
+func TestQueuedSaleEndToEnd(t *testing.T) {
+	s := harness.Start(t, harness.Options{Env: map[string]string{"FLASHSALE_TRUSTED_PROXIES": "127.0.0.1/32"}})
+	o := Defaults()
+	o.GatewayURL, o.GatewayAdminURL, o.AdminURL, o.AdminToken = s.GatewayURL, s.GatewayAdminURL, s.AdminURL, harness.AdminToken
+	o.JWTKey = harness.JWTKey
+	o.PostgresDSN, o.RedisAddr = testenv.PostgresDSN(), testenv.RedisAddr()
+	o.Users, o.Stock, o.Items = 600, 60, 1
+	o.Queue, o.AdmissionRate, o.PayShare = true, 400, 0.5
+	o.Connections, o.Workers, o.MaxWorkers = 32, 16, 32
+	o.Duration, o.OpenIn, o.PersistTimeout = 30*time.Second, 4*time.Second, 30*time.Second
+	o.OutDir = t.TempDir()
+	var out bytes.Buffer
+	rep, err := Run(testenv.Context(t), o, &out, io.Discard)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if rep.Outcomes["accepted"] != 60 || rep.Outcomes["not_admitted"] != 0 {
+		t.Fatalf("outcomes %v: want 60 accepted and no purchase refused for admission", rep.Outcomes)
+	}
+	if rep.Paid != 30 {
+		t.Errorf("paid %d, want 30", rep.Paid)
+	}
+}

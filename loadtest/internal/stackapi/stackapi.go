@@ -37,7 +37,16 @@ type NewSale struct {
 	StartsAt          time.Time     `json:"startsAt"`
 	EndsAt            time.Time     `json:"endsAt"`
 	PaymentTTLSeconds int64         `json:"paymentTtlSeconds"`
+	Queue             *SaleQueue    `json:"queue,omitempty"`
 	Items             []NewSaleItem `json:"items"`
+}
+
+// SaleQueue is a sale's waiting-room settings.
+type SaleQueue struct {
+	Enabled       bool  `json:"enabled"`
+	Draw          bool  `json:"draw"`
+	AdmissionRate int64 `json:"admissionRate"`
+	PowDifficulty int   `json:"powDifficulty"`
 }
 
 // Sale is the admin API's answer.
@@ -93,6 +102,11 @@ type Order struct {
 	Status  string `json:"status"`
 }
 
+// Pay pays an order as its owner with a payment reference.
+func (c *Client) Pay(ctx context.Context, token, orderID, ref string) error {
+	return c.do(ctx, http.MethodPost, c.GatewayURL+"/api/flash-sales/orders/"+orderID+"/pay", token, map[string]string{"paymentRef": ref}, http.StatusOK, nil)
+}
+
 // Order polls one order as its owner.
 func (c *Client) Order(ctx context.Context, token, orderID string) (Order, error) {
 	var out Order
@@ -125,6 +139,55 @@ func (c *Client) Metric(ctx context.Context, baseURL, name string) (float64, err
 		}
 	}
 	return 0, fmt.Errorf("metric %s not found at %s", name, baseURL)
+}
+
+// QueueState is the waiting room's answer.
+type QueueState struct {
+	Ticket         string `json:"ticket"`
+	State          string `json:"state"`
+	PollAfterMs    int64  `json:"pollAfterMs"`
+	AdmissionToken string `json:"admissionToken"`
+	PurchasePath   string `json:"purchasePath"`
+}
+
+// JoinQueue joins a sale's virtual queue as the token's shopper; clientIP
+// goes in X-Forwarded-For as a load balancer would put it.
+func (c *Client) JoinQueue(ctx context.Context, saleID int64, token, clientIP string) (QueueState, error) {
+	var out QueueState
+	err := c.doHeader(ctx, http.MethodPost, c.GatewayURL+"/api/flash-sales/"+strconv.FormatInt(saleID, 10)+"/queue", token, clientIP, http.StatusOK, &out)
+	return out, err
+}
+
+// QueueStatus polls a ticket.
+func (c *Client) QueueStatus(ctx context.Context, saleID int64, ticket, token string) (QueueState, error) {
+	var out QueueState
+	err := c.doHeader(ctx, http.MethodGet, c.GatewayURL+"/api/flash-sales/"+strconv.FormatInt(saleID, 10)+"/queue/"+ticket, token, "", http.StatusOK, &out)
+	return out, err
+}
+
+func (c *Client) doHeader(ctx context.Context, method, url, token, clientIP string, want int, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if clientIP != "" {
+		req.Header.Set("X-Forwarded-For", clientIP)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != want {
+		return &StatusError{Code: resp.StatusCode, Body: string(b)}
+	}
+	return json.Unmarshal(b, out)
 }
 
 // StatusError is a non-expected HTTP status.
