@@ -34,15 +34,18 @@ test: up ## run the whole suite against the local stack
 	done
 
 vet: ## go vet every module
-	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+	@set -e; for m in $(MODULES) faults; do (cd $$m && $(GO) vet ./...); done
 
 fmt: ## gofmt every module
-	@gofmt -l -w $(MODULES)
+	@gofmt -l -w $(MODULES) faults
 
 check: fmt vet test ## what to run before committing
 
 demo: up build ## run a flash sale end to end on the local stack and print the report
 	@bash deploy/demo.sh
+
+faults: up ## fault injection and hostile input against the real servers; runs alone (stops and restarts them)
+	@cd faults && $(GO) test -count=1 -p 1 -v -timeout 20m ./...
 
 bench: up build ## our gateway against the baselines, side by side (about 3 minutes)
 	@bash benchmarks/run.sh $(BENCH_ARGS)

@@ -119,9 +119,20 @@ func (s *Store) SpendToken(ctx context.Context, saleID int64, tokenID string) er
 // went back; repeating it, or releasing an order that holds nothing, is a
 // no-op. ErrNotLoaded means the stock key is gone and reconciliation decides.
 func (s *Store) Release(ctx context.Context, saleID, itemID int64, userID, orderID string) (bool, error) {
+	return s.release1(ctx, saleID, itemID, userID, orderID, "")
+}
+
+// Drop frees the user held by orderID without returning its unit: for an
+// order PostgreSQL refused because the item had no stock left there, so
+// Redis held one unit more than the truth. Once per order, like Release.
+func (s *Store) Drop(ctx context.Context, saleID, itemID int64, userID, orderID string) (bool, error) {
+	return s.release1(ctx, saleID, itemID, userID, orderID, "drop")
+}
+
+func (s *Store) release1(ctx context.Context, saleID, itemID int64, userID, orderID, mode string) (bool, error) {
 	n, err := s.release.Exec(ctx, s.client,
 		[]string{StockKey(saleID, itemID), HoldersKey(saleID)},
-		[]string{userID, orderID, ReturnedChannel, strconv.FormatInt(saleID, 10) + ":" + strconv.FormatInt(itemID, 10)}).AsInt64()
+		[]string{userID, orderID, ReturnedChannel, strconv.FormatInt(saleID, 10) + ":" + strconv.FormatInt(itemID, 10), mode}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("release order %s: %w", orderID, err)
 	}

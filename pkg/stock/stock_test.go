@@ -239,3 +239,28 @@ func TestSpentAdmissionTokenIsRefused(t *testing.T) {
 		c.Do(context.Background(), c.B().Del().Key(stock.SpentTokensKey(sale)).Build())
 	})
 }
+
+// An order PostgreSQL refused for lack of stock frees its shopper without
+// putting back a unit that PostgreSQL never had; once per order.
+func TestDropFreesTheShopperWithoutAUnit(t *testing.T) {
+	_, st, sale := newSale(t)
+	ctx := testenv.Context(t)
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 1}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Reserve(ctx, sale, 1, "u1", "o1"); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false} {
+		ok, err := st.Drop(ctx, sale, 1, "u1", "o1")
+		if err != nil || ok != want {
+			t.Fatalf("drop %d: %v %v, want %v", i+1, ok, err, want)
+		}
+	}
+	if left, _ := st.Left(ctx, sale, 1); left != 0 {
+		t.Fatalf("stock left %d after a drop, want 0", left)
+	}
+	if holders, _ := st.Holders(ctx, sale); len(holders) != 0 {
+		t.Fatalf("holders %v after a drop, want none", holders)
+	}
+}

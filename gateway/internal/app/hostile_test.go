@@ -69,7 +69,7 @@ func TestHostileInput(t *testing.T) {
 		{"wrong method on sale", "POST", fmt.Sprintf("/api/flash-sales/%d", h.saleID), "", nil, "", 405, "METHOD_NOT_ALLOWED"},
 		{"admin route on the public listener", "GET", "/admin/limits", "Bearer test-admin-token-0123", nil, "", 404, "NOT_FOUND"},
 		{"metrics on the public listener", "GET", "/metrics", "", nil, "", 404, "NOT_FOUND"},
-		{"oversized body", "POST", buy, "Bearer " + valid, nil, strings.Repeat("x", 64<<10), 413, "PAYLOAD_TOO_LARGE"},
+		{"oversized body", "POST", buy, "Bearer " + valid, nil, strings.Repeat("x", 8<<10), 413, "PAYLOAD_TOO_LARGE"},
 		{"oversized headers", "POST", buy, "Bearer " + valid, map[string]string{"X-Junk": strings.Repeat("j", 16<<10)}, "", 431, "HEADERS_TOO_LARGE"},
 		{"queue of a sale without queue", "POST", fmt.Sprintf("/api/flash-sales/%d/queue", h.saleID), "Bearer " + valid, nil, "", 404, "NOT_FOUND"},
 		{"order id not a uuid", "GET", "/api/flash-sales/orders/not-a-uuid", "Bearer " + valid, nil, "", 503, "UNAVAILABLE"}, // order service not running in this harness

@@ -51,6 +51,10 @@ func New(cfg Config) (*Producer, error) {
 		// sent to Events() but errors, which Drain consumes.
 		"go.delivery.reports": true,
 		"client.id":           "flashsale-gateway",
+		// Reconnect quickly after a broker outage: with librdkafka's 10 s
+		// default, purchases kept failing for seconds after the broker was back.
+		"reconnect.backoff.ms":     100,
+		"reconnect.backoff.max.ms": 500,
 		// KIP-714 client telemetry: nothing here collects it.
 		"enable.metrics.push":  false,
 		"log.connection.close": false,

@@ -83,6 +83,10 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 		"enable.auto.commit":   false,
 		"auto.offset.reset":    "earliest",
 		"enable.partition.eof": false,
+		// A member killed without leaving gives its partitions back after
+		// this, not librdkafka's 45 s default (a restart waited that long).
+		"session.timeout.ms":    6000,
+		"heartbeat.interval.ms": 2000,
 		// A subscribed topic that does not exist yet (created by the
 		// gateway's first publish) is otherwise noticed only at the next
 		// metadata refresh, 5 minutes by default.

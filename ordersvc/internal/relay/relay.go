@@ -95,7 +95,12 @@ func (r *Relay) release(ctx context.Context, rows []store.PendingRelease) []stri
 	g.SetLimit(releaseParallelism)
 	for i, p := range rows {
 		g.Go(func() error {
-			ok, err := r.stock.Release(ctx, p.SaleID, p.ItemID, p.UserID, p.OrderID.String())
+			give := r.stock.Release
+			if p.Reason == store.ReasonRejectedSoldOut {
+				// PostgreSQL had no unit for it: free the shopper, add no stock.
+				give = r.stock.Drop
+			}
+			ok, err := give(ctx, p.SaleID, p.ItemID, p.UserID, p.OrderID.String())
 			switch {
 			case errors.Is(err, stock.ErrNotLoaded):
 				out[i] = store.OutcomeStockNotLoaded

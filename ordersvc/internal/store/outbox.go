@@ -15,6 +15,10 @@ const (
 	OutcomeStockNotLoaded = "stock_not_loaded" // the stock key is missing; reconciliation from PostgreSQL decides
 )
 
+// ReasonRejectedSoldOut marks the outbox row of an order refused because
+// PostgreSQL had no unit left: its holder is dropped, no unit returned.
+const ReasonRejectedSoldOut = "REJECTED_SOLD_OUT"
+
 // PendingRelease is an outbox row whose unit has not been given back yet.
 type PendingRelease struct {
 	OrderID uuid.UUID

@@ -93,14 +93,16 @@ const (
 			       CASE WHEN status = 'REJECTED' THEN now() END
 			FROM input
 			ON CONFLICT (id) DO NOTHING
-			RETURNING id, sale_id, item_id, user_id, status
+			RETURNING id, sale_id, item_id, user_id, status, reject_reason
 		), sold AS (
 			UPDATE flash_sale_item i SET sold = i.sold + c.n
 			FROM (SELECT item_id, count(*)::int AS n FROM ins WHERE status = 'PENDING' GROUP BY item_id) c
 			WHERE i.id = c.item_id
 		), outbox AS (
 			INSERT INTO stock_release (order_id, sale_id, item_id, user_id, reason)
-			SELECT id, sale_id, item_id, user_id, 'REJECTED' FROM ins WHERE status = 'REJECTED'
+			SELECT id, sale_id, item_id, user_id,
+			       CASE WHEN reject_reason = 'SOLD_OUT_IN_DB' THEN 'REJECTED_SOLD_OUT' ELSE 'REJECTED' END
+			FROM ins WHERE status = 'REJECTED'
 			ON CONFLICT (order_id) DO NOTHING
 		)
 		SELECT id FROM ins`

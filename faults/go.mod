@@ -1,0 +1,50 @@
+module flashsale/faults
+
+go 1.26.8
+
+replace (
+	flashsale/e2e => ../e2e
+	flashsale/lua => ../lua
+	flashsale/pkg => ../pkg
+)
+
+require (
+	flashsale/e2e v0.0.0-00010101000000-000000000000
+	flashsale/pkg v0.0.0-00010101000000-000000000000
+	github.com/Shopify/toxiproxy/v2 v2.5.0
+	github.com/confluentinc/confluent-kafka-go/v2 v2.11.1
+	github.com/google/uuid v1.6.0
+	github.com/jackc/pgx/v5 v5.13.0
+	github.com/redis/rueidis v1.0.80
+	github.com/rs/zerolog v1.28.0
+	github.com/tsenart/vegeta/v12 v12.13.0
+)
+
+require (
+	flashsale/lua v0.0.0-00010101000000-000000000000 // indirect
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
+	github.com/gorilla/mux v1.8.1 // indirect
+	github.com/influxdata/tdigest v0.0.1 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/josharian/intern v1.0.0 // indirect
+	github.com/mailru/easyjson v0.7.7 // indirect
+	github.com/mattn/go-colorable v0.1.13 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_golang v1.19.1 // indirect
+	github.com/prometheus/client_model v0.6.1 // indirect
+	github.com/prometheus/common v0.55.0 // indirect
+	github.com/prometheus/procfs v0.15.1 // indirect
+	github.com/rs/dnscache v0.0.0-20230804202142-fc85eb664529 // indirect
+	github.com/rs/xid v1.4.0 // indirect
+	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
+	google.golang.org/protobuf v1.34.2 // indirect
+	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
+)

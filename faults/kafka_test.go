@@ -1,0 +1,92 @@
+package faults
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"flashsale/e2e/harness"
+	"flashsale/pkg/outcome"
+	"flashsale/pkg/testenv"
+)
+
+// The broker stopped in the middle of a sale: every purchase during the
+// outage answers 503 within the publish timeout and gives its unit back; no
+// 202 without the broker's acknowledgement; after the restart the sale goes
+// on, and everything accepted before the outage is in PostgreSQL (the
+// broker persists acknowledged records in its DataDir).
+func TestBrokerStoppedMidSale(t *testing.T) {
+	r := &row{Fault: "2. Kafka broker stopped mid-sale",
+		Injected: "deploy/stack.sh stop kafka (SIGTERM) at ~1/4 sold, crowd 150 req/s; 3s outage; start kafka; FLASHSALE_PUBLISH_TIMEOUT=1s"}
+	record(t, r)
+	s := harness.Start(t, harness.Options{Env: baseEnv(nil)})
+	d := dial(t)
+	ctx := testenv.Context(t)
+	const qty = 400
+	const publishTimeout = time.Second
+	sl := openSale(t, s, qty)
+
+	const (
+		selling = 0
+		down    = 1
+		back    = 2
+	)
+	stop := sl.crowd(ctx, 150, 64)
+	sl.waitAccepted(qty/4, 20*time.Second)
+	stopping := time.Now()
+	stopServer(t, "kafka")
+	t.Logf("deploy/stack.sh stop kafka took %v", time.Since(stopping))
+	sl.setPhase(down)
+	time.Sleep(3 * time.Second)
+	stop()
+
+	// With nobody buying, Redis must hold exactly the units of the 202s:
+	// every refused purchase gave its reservation back.
+	before := sl.acceptedCopy()
+	left, err := d.stock.Left(ctx, sl.id, sl.item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holders, err := d.stock.Holders(ctx, sl.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(left)+len(before) != qty || len(holders) != len(before) {
+		t.Errorf("after the outage Redis has %d left and %d holders for %d accepted of %d: reservations of refused purchases were not all released",
+			left, len(holders), len(before), qty)
+	}
+
+	startServer(t, "kafka")
+	sl.setPhase(back)
+	sl.untilSoldOut(ctx, 150, 64, 60*time.Second)
+	accepted := sl.acceptedCopy()
+	d.waitPersisted(t, sl.id, accepted, 60*time.Second)
+
+	sl.checkOnly("answers during the outage", within(down), outcome.Unavailable)
+	sl.checkUnavailable("broker outage", func(a answer) bool { return a.phase == down })
+	if n := sl.count(within(down)); n == 0 {
+		t.Errorf("no purchase was sent during the outage")
+	}
+	var slowest time.Duration
+	for _, a := range sl.where(within(down)) {
+		slowest = max(slowest, a.took)
+	}
+	if bound := publishTimeout + 1500*time.Millisecond; slowest > bound {
+		t.Errorf("slowest answer during the outage took %v, want at most %v (publish timeout %v): %s", slowest, bound, publishTimeout, sl.slowest(within(down), 8))
+	}
+	phantom, err := d.unannounced(ctx, sl.id, accepted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if phantom > 0 {
+		t.Errorf("%d orders were persisted for purchases answered 503", phantom)
+	}
+	recovered, ok := sl.recovery(back)
+	if !ok {
+		t.Errorf("the sale did not continue after the broker came back (%s)", sl.summary(within(back)))
+	}
+	r.Answered = fmt.Sprintf("before: %s; outage: %s; Redis after the outage: %d left + %d holders for %d accepted; after restart: %s, first 202 %v after the broker answered; %d orders persisted for refused purchases",
+		sl.summary(within(selling)), sl.summary(within(down)), left, len(holders), len(before),
+		sl.summary(func(a answer) bool { return a.phase == back }), recovered.Round(time.Millisecond), phantom)
+	r.Audit = "no reconcile; audit " + sl.audit(d)
+}

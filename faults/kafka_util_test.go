@@ -1,0 +1,157 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"flashsale/pkg/event"
+	"flashsale/pkg/testenv"
+)
+
+// quiet keeps librdkafka's own logging out of the test output.
+func quiet(m kafka.ConfigMap) *kafka.ConfigMap {
+	m["log_level"] = 0
+	return &m
+}
+
+func pingKafka(ctx context.Context) error {
+	_, err := brokers(ctx, testenv.KafkaBrokers())
+	return err
+}
+
+// brokers returns the broker addresses a bootstrap server advertises in its
+// metadata: where librdkafka connects after the bootstrap.
+func brokers(ctx context.Context, bootstrap string) ([]string, error) {
+	ac, err := kafka.NewAdminClient(quiet(kafka.ConfigMap{"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000}))
+	if err != nil {
+		return nil, err
+	}
+	defer ac.Close()
+	timeout := 3 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	md, err := ac.GetMetadata(nil, false, int(timeout.Milliseconds()))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(md.Brokers))
+	for _, b := range md.Brokers {
+		out = append(out, fmt.Sprintf("%s:%d", b.Host, b.Port))
+	}
+	return out, nil
+}
+
+// message is one message of a topic.
+type message struct {
+	partition int32
+	offset    int64
+	orderID   string
+	err       error // the payload did not decode
+}
+
+// readTopic reads every message of topic from the beginning, without a
+// consumer group, up to the high watermarks seen when it starts. A topic
+// that does not exist has no messages.
+func readTopic(ctx context.Context, topic string) ([]message, error) {
+	c, err := kafka.NewConsumer(quiet(kafka.ConfigMap{
+		"bootstrap.servers":    testenv.KafkaBrokers(),
+		"group.id":             "faults-reader", // required by librdkafka, never joined: Assign, no commits
+		"enable.auto.commit":   false,
+		"enable.partition.eof": true,
+	}))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	md, err := c.GetMetadata(&topic, false, 5000)
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	tm, ok := md.Topics[topic]
+	if !ok || tm.Error.Code() == kafka.ErrUnknownTopicOrPart || tm.Error.Code() == kafka.ErrUnknownTopic {
+		return nil, nil
+	}
+	if tm.Error.Code() != kafka.ErrNoError {
+		return nil, fmt.Errorf("metadata of %s: %w", topic, tm.Error)
+	}
+	var assign []kafka.TopicPartition
+	left := 0
+	for _, p := range tm.Partitions {
+		lo, hi, err := c.QueryWatermarkOffsets(topic, p.ID, 5000)
+		if err != nil {
+			return nil, fmt.Errorf("watermarks of %s/%d: %w", topic, p.ID, err)
+		}
+		if hi > lo {
+			assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: kafka.Offset(lo)})
+			left++
+		}
+	}
+	if left == 0 {
+		return nil, nil
+	}
+	if err := c.Assign(assign); err != nil {
+		return nil, err
+	}
+	var out []message
+	for left > 0 {
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		switch e := c.Poll(200).(type) {
+		case *kafka.Message:
+			r := message{partition: e.TopicPartition.Partition, offset: int64(e.TopicPartition.Offset)}
+			ev, err := event.Unmarshal(e.Value)
+			r.orderID, r.err = ev.OrderID.String(), err
+			out = append(out, r)
+		case kafka.PartitionEOF:
+			left--
+		case kafka.Error:
+			if e.IsFatal() {
+				return out, e
+			}
+		}
+	}
+	return out, nil
+}
+
+// committed returns the consumer group's committed offset per partition of
+// topic (partitions without a commit are absent). It does not join the group.
+func committed(topic, group string) (map[int32]int64, error) {
+	c, err := kafka.NewConsumer(quiet(kafka.ConfigMap{
+		"bootstrap.servers":  testenv.KafkaBrokers(),
+		"group.id":           group,
+		"enable.auto.commit": false,
+	}))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	md, err := c.GetMetadata(&topic, false, 5000)
+	if err != nil {
+		return nil, err
+	}
+	tm, ok := md.Topics[topic]
+	if !ok {
+		return nil, errors.New("topic not found")
+	}
+	var tps []kafka.TopicPartition
+	for _, p := range tm.Partitions {
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p.ID})
+	}
+	got, err := c.Committed(tps, 5000)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	for _, tp := range got {
+		if tp.Offset >= 0 {
+			out[tp.Partition] = int64(tp.Offset)
+		}
+	}
+	return out, nil
+}
