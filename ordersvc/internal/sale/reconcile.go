@@ -284,7 +284,10 @@ func (s *Service) compare(ctx context.Context, saleID int64, snap stock.Snapshot
 			}
 		case hasRow:
 			diff(Difference{Kind: DiffHolderStale, ItemID: r.ItemID, UserID: h.user, OrderID: h.order, Status: r.Status})
-		case owners[h.order] == h.user:
+		case owners[h.order] == h.user || placedRecently(id, time.Now()):
+			// Accepted and on its way, or still waiting for the broker's
+			// acknowledgement (the gateway records an accepted order only
+			// after the ack): not leaked.
 			rec.InFlight++
 			unplaced++
 			rec.unplaced = append(rec.unplaced, id)
@@ -382,6 +385,22 @@ func attribute(items []ItemReconciliation, left map[int64]int64, n, leaked int) 
 		return AttributionExact
 	}
 	return AttributionEstimated
+}
+
+// InFlightWindow is how long after its order id was minted a holder with
+// neither a row nor an accepted record is still taken for a purchase in
+// progress: well beyond the gateway's publish timeout (3 s by default).
+const InFlightWindow = 30 * time.Second
+
+// placedRecently reads the time in a UUIDv7 order id (the gateway mints
+// them) and tells whether it is within InFlightWindow of now.
+func placedRecently(id uuid.UUID, now time.Time) bool {
+	if id.Version() != 7 {
+		return false
+	}
+	sec, nsec := id.Time().UnixTime()
+	placed := time.Unix(sec, nsec)
+	return now.Sub(placed) < InFlightWindow && placed.Before(now.Add(time.Minute))
 }
 
 // holder is a Redis holder entry.
