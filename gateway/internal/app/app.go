@@ -213,6 +213,7 @@ func (g *Gateway) ServeListeners(ctx context.Context, pub, adm net.Listener) err
 	eg.Go(func() error { return g.watcher.Run(ctx, g.cfg.CatalogRefresh, g.cfg.StockPoll) })
 	eg.Go(func() error { g.drainProducerEvents(ctx); return nil })
 	eg.Go(func() error { g.runAdmission(ctx); return nil })
+	eg.Go(func() error { g.api.Buyer.RunRetries(ctx); return nil })
 	eg.Go(func() error { g.dash.Run(ctx); return nil })
 	eg.Go(func() error {
 		<-ctx.Done()

@@ -33,6 +33,7 @@ type Publisher interface {
 
 // Buyer runs purchases.
 type Buyer struct {
+	retries      chan release // releases that failed, retried by RunRetries
 	stock        *stock.Store
 	redis        rueidis.Client
 	pub          Publisher
@@ -43,7 +44,8 @@ type Buyer struct {
 
 // NewBuyer wires a buyer.
 func NewBuyer(redis rueidis.Client, pub Publisher, redisTimeout time.Duration, log *slog.Logger) *Buyer {
-	return &Buyer{stock: stock.New(redis), redis: redis, pub: pub, redisTimeout: redisTimeout, log: log, now: time.Now}
+	return &Buyer{stock: stock.New(redis), redis: redis, pub: pub, redisTimeout: redisTimeout, log: log, now: time.Now,
+		retries: make(chan release, retryQueue)}
 }
 
 // Buy reserves one unit of itemID for userID and publishes the order. It
@@ -99,14 +101,61 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 	return orderID, nil
 }
 
-// release gives a unit back after a failed purchase. If even that fails the
-// reservation stays in Redis without an order; reconciliation against
-// PostgreSQL (which never saw the order) returns it.
+// release is a unit to give back.
+type release struct {
+	saleID, itemID  int64
+	userID, orderID string
+	attempts        int
+}
+
+// retryQueue bounds the releases waiting for Redis to answer again.
+const retryQueue = 65536
+
+// release gives a unit back after a failed purchase. When Redis does not
+// answer, the release is queued and retried (it is keyed by order id, so a
+// retry never returns a unit twice); only when the queue is full does the
+// unit stay reserved until a reconcile.
 func (b *Buyer) release(ctx context.Context, saleID, itemID int64, userID, orderID string) {
+	r := release{saleID: saleID, itemID: itemID, userID: userID, orderID: orderID}
+	if b.tryRelease(ctx, r) {
+		return
+	}
+	select {
+	case b.retries <- r:
+	default:
+		b.log.Error("reservation not released and the retry queue is full; run reconcile",
+			"sale", saleID, "item", itemID, "order", orderID)
+	}
+}
+
+func (b *Buyer) tryRelease(ctx context.Context, r release) bool {
 	rctx, cancel := context.WithTimeout(ctx, b.redisTimeout)
 	defer cancel()
-	if _, err := b.stock.Release(rctx, saleID, itemID, userID, orderID); err != nil {
-		b.log.Error("reservation not released after a failed purchase; run reconcile",
-			"sale", saleID, "item", itemID, "order", orderID, "err", err)
+	_, err := b.stock.Release(rctx, r.saleID, r.itemID, r.userID, r.orderID)
+	return err == nil || errors.Is(err, stock.ErrNotLoaded) // not loaded: the reload decides
+}
+
+// RunRetries retries failed releases with backoff until ctx ends; what is
+// still queued then is logged for reconcile.
+func (b *Buyer) RunRetries(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			if n := len(b.retries); n > 0 {
+				b.log.Error("reservations not released at shutdown; run reconcile", "count", n)
+			}
+			return
+		case r := <-b.retries:
+			for !b.tryRelease(ctx, r) {
+				r.attempts++
+				wait := min(time.Duration(r.attempts)*100*time.Millisecond, 2*time.Second)
+				select {
+				case <-ctx.Done():
+					b.log.Error("reservations not released at shutdown; run reconcile", "count", len(b.retries)+1)
+					return
+				case <-time.After(wait):
+				}
+			}
+		}
 	}
 }
