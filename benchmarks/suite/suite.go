@@ -136,7 +136,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) ([]report.Row, erro
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	r := &runner{o: o, progress: progress, admin: &client{adminURL: o.AdminURL, gatewayURL: o.GatewayURL, token: o.AdminToken}}
+	r := &runner{o: o, progress: progress, admin: newClient(o.AdminURL, o.GatewayURL, o.AdminToken)}
 	var err error
 	if r.pool, err = pgxpool.New(ctx, o.PostgresDSN); err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"flashsale/loadtest/internal/stackapi"
+	"flashsale/pkg/stackapi"
 	"flashsale/pkg/crowd"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"flashsale/loadtest/internal/stackapi"
+	"flashsale/pkg/stackapi"
 	"flashsale/pkg/crowd"
 )
 

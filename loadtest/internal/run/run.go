@@ -19,7 +19,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
-	"flashsale/loadtest/internal/stackapi"
+	"flashsale/pkg/stackapi"
 	"flashsale/pkg/audit"
 	"flashsale/pkg/crowd"
 	"flashsale/pkg/outcome"
