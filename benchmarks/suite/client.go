@@ -32,7 +32,9 @@ func (c *client) createSale(ctx context.Context, name string, startsAt time.Time
 }
 
 // loadStock warms the sale's Redis copy up from PostgreSQL.
-func (c *client) loadStock(ctx context.Context, saleID int64) error { return c.api.LoadStock(ctx, saleID) }
+func (c *client) loadStock(ctx context.Context, saleID int64) error {
+	return c.api.LoadStock(ctx, saleID)
+}
 
 // waitOpen waits until the gateway's catalog has the sale open and returns
 // its purchase path.

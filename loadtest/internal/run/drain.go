@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"flashsale/pkg/stackapi"
 	"flashsale/pkg/crowd"
+	"flashsale/pkg/stackapi"
 )
 
 // waitPersisted polls PostgreSQL until every accepted order has a row and

@@ -13,8 +13,8 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"flashsale/pkg/stackapi"
 	"flashsale/pkg/crowd"
+	"flashsale/pkg/stackapi"
 )
 
 // waitingRoom plays the crowd through the virtual queue: every shopper joins

@@ -19,10 +19,10 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
-	"flashsale/pkg/stackapi"
 	"flashsale/pkg/audit"
 	"flashsale/pkg/crowd"
 	"flashsale/pkg/outcome"
+	"flashsale/pkg/stackapi"
 	"flashsale/pkg/stock"
 )
 
