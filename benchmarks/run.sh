@@ -21,22 +21,10 @@ for b in gateway ordersvc; do
 	fi
 done
 
-# Development secrets: the same file deploy/demo.sh uses, created the same way.
-env_file="$stack/dev.env"
-if [[ ! -f "$env_file" ]]; then
-	mkdir -p "$stack"
-	umask 077
-	{
-		echo "FLASHSALE_JWT_HS256_KEY=$(head -c 48 /dev/urandom | base64 | tr -d '\n/+=')"
-		echo "FLASHSALE_GATE_KEY=$(head -c 48 /dev/urandom | base64 | tr -d '\n/+=')"
-		echo "FLASHSALE_ADMIN_TOKEN=$(head -c 24 /dev/urandom | base64 | tr -d '\n/+=')"
-	} >"$env_file"
-	umask 022
-fi
-set -a
-# shellcheck disable=SC1090
-source "$env_file"
-set +a
+# Development secrets and service helpers shared with deploy/demo.sh.
+# shellcheck source=../deploy/services.sh
+source "$root/deploy/services.sh"
+load_dev_env "$stack"
 
 echo "run.sh: building the baseline and bench commands into $out/bin" >&2
 go build -o "$out/bin/baseline" ./benchmarks/cmd/baseline
@@ -50,34 +38,15 @@ export FLASHSALE_CONSUMER_GROUP=ordersvc-bench
 export FLASHSALE_ORDERSVC_ADDR="127.0.0.1:$os_port"
 export FLASHSALE_ORDERSVC_ADMIN_ADDR="127.0.0.1:$((os_port + 1))"
 
-pids=()
-stop_services() {
-	for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-}
-trap stop_services EXIT
-
-wait_ready() { # name url log
-	for _ in $(seq 1 300); do
-		if curl -fsS "$2" >/dev/null 2>&1; then return 0; fi
-		sleep 0.1
-	done
-	echo "run.sh: $1 did not become ready at $2; last log lines:" >&2
-	tail -n 30 "$3" >&2
-	exit 1
-}
-
 echo "run.sh: starting ordersvc and gateway (logs in $out/logs)" >&2
-"$bin/ordersvc" serve >"$out/logs/ordersvc.log" 2>&1 &
-pids+=($!)
+start_service "$out/logs/ordersvc.log" "$bin/ordersvc" serve
 wait_ready ordersvc "http://127.0.0.1:$((os_port + 1))/readyz" "$out/logs/ordersvc.log"
 # Every shopper of the crowd comes from 127.0.0.1: the per-IP limit would
 # measure the limiter, not the purchase path. The per-user limit stays on.
-FLASHSALE_GATEWAY_ADDR="127.0.0.1:$gw_port" FLASHSALE_GATEWAY_ADMIN_ADDR="127.0.0.1:$((gw_port + 1))" \
-	FLASHSALE_CATALOG_REFRESH=200ms FLASHSALE_LIMIT_PURCHASE_IP=off \
-	"$bin/gateway" >"$out/logs/gateway.log" 2>&1 &
-gw_pid=$!
-pids+=("$gw_pid")
+start_service "$out/logs/gateway.log" env FLASHSALE_GATEWAY_ADDR="127.0.0.1:$gw_port" \
+	FLASHSALE_GATEWAY_ADMIN_ADDR="127.0.0.1:$((gw_port + 1))" \
+	FLASHSALE_CATALOG_REFRESH=200ms FLASHSALE_LIMIT_PURCHASE_IP=off "$bin/gateway"
+gw_pid="${service_pids[-1]}"
 wait_ready gateway "http://127.0.0.1:$((gw_port + 1))/readyz" "$out/logs/gateway.log"
 
 "$out/bin/bench" -gateway "http://127.0.0.1:$gw_port" -admin "http://127.0.0.1:$((os_port + 1))" \

@@ -1,0 +1,50 @@
+# services.sh: shared by demo.sh and benchmarks/run.sh (source it): the
+# development secrets and starting/stopping the two services.
+
+# load_dev_env STACK_DIR: export the development secrets, generating them
+# once, random, under the git-ignored stack folder (never committed).
+load_dev_env() {
+	local env_file="$1/dev.env"
+	if [[ ! -f "$env_file" ]]; then
+		mkdir -p "$1"
+		(
+			umask 077
+			{
+				echo "FLASHSALE_JWT_HS256_KEY=$(head -c 48 /dev/urandom | base64 | tr -d '\n/+=')"
+				echo "FLASHSALE_GATE_KEY=$(head -c 48 /dev/urandom | base64 | tr -d '\n/+=')"
+				echo "FLASHSALE_ADMIN_TOKEN=$(head -c 24 /dev/urandom | base64 | tr -d '\n/+=')"
+			} >"$env_file"
+		)
+	fi
+	set -a
+	# shellcheck disable=SC1090
+	source "$env_file"
+	set +a
+}
+
+# Services started with start_service stop (SIGTERM, then wait) on exit.
+service_pids=()
+stop_services() {
+	for pid in "${service_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for pid in "${service_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
+trap stop_services EXIT
+
+# start_service LOG CMD...: run CMD in the background, output to LOG.
+start_service() {
+	local log="$1"
+	shift
+	"$@" >"$log" 2>&1 &
+	service_pids+=($!)
+}
+
+# wait_ready NAME URL LOG: wait up to 30 s for URL to answer 2xx.
+wait_ready() {
+	for _ in $(seq 1 300); do
+		if curl -fsS "$2" >/dev/null 2>&1; then return 0; fi
+		sleep 0.1
+	done
+	echo "$1 did not become ready at $2; last log lines:" >&2
+	tail -n 30 "$3" >&2
+	exit 1
+}
