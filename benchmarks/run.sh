@@ -22,7 +22,7 @@ for b in gateway ordersvc; do
 done
 
 # Development secrets and service helpers shared with deploy/demo.sh.
-# shellcheck source=../deploy/services.sh
+# shellcheck source=deploy/services.sh
 source "$root/deploy/services.sh"
 load_dev_env "$stack"
 

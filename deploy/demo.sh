@@ -11,7 +11,7 @@ mkdir -p "$stack/logs"
 
 # Development secrets (random, generated once under .stack/) and the
 # helpers that start and stop the services, shared with benchmarks/run.sh.
-# shellcheck source=services.sh
+# shellcheck source=deploy/services.sh
 source "$root/deploy/services.sh"
 load_dev_env "$stack"
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # services.sh: shared by demo.sh and benchmarks/run.sh (source it): the
 # development secrets and starting/stopping the two services.
 
