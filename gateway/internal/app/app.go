@@ -27,6 +27,7 @@ import (
 	"flashsale/gateway/internal/ratelimit"
 	"flashsale/gateway/internal/web"
 	"flashsale/pkg/auth"
+	"flashsale/pkg/stock"
 )
 
 // Gateway is a wired gateway, ready to Serve.
@@ -105,7 +106,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 		PowChallengeTTL: cfg.PowChallengeTTL,
 		Bypass:          g.bypass,
 		Catalog:         g.catalog,
-		Buyer:           purchase.NewBuyer(g.redis, g.producer, cfg.RedisTimeout, log),
+		Buyer:           purchase.NewBuyer(g.redis, stock.New(g.redis), g.producer, cfg.RedisTimeout, log),
 		Verifier:        verifier,
 		Orders:          &fasthttp.HostClient{Addr: cfg.OrdersvcAddr, MaxConns: 512, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second},
 		Log:             log,

@@ -78,6 +78,12 @@ type Config struct {
 	PublishLinger  time.Duration
 	PostgresDSN    string // catalog reads only
 	OrdersvcAddr   string // host:port the order endpoints are proxied to
+	// OrdersvcAdminAddr is the order service's admin listener, read by the
+	// dashboard for orders by status, consumer lag and the reconcile verdict.
+	OrdersvcAdminAddr string
+	// ReusePort opens the public listener with SO_REUSEPORT, so several
+	// gateway processes share one port and the kernel spreads connections.
+	ReusePort bool
 
 	JWTKey     []byte
 	JWTIssuer  string
@@ -125,6 +131,8 @@ func Load(getenv func(string) string) (Config, error) {
 		PublishLinger:     s.Duration("FLASHSALE_PUBLISH_LINGER", 2*time.Millisecond),
 		PostgresDSN:       s.String("FLASHSALE_PG_DSN", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable"),
 		OrdersvcAddr:      s.String("FLASHSALE_ORDERSVC_ADDR", "127.0.0.1:8090"),
+		OrdersvcAdminAddr: s.String("FLASHSALE_ORDERSVC_ADMIN_ADDR", "127.0.0.1:8091"),
+		ReusePort:         s.Bool("FLASHSALE_REUSEPORT", false),
 		JWTKey:            s.Secret("FLASHSALE_JWT_HS256_KEY"),
 		JWTIssuer:         s.String("FLASHSALE_JWT_ISSUER", "flashsale"),
 		GateKey:           s.Secret("FLASHSALE_GATE_KEY"),

@@ -42,9 +42,10 @@ type Buyer struct {
 	now          func() time.Time
 }
 
-// NewBuyer wires a buyer.
-func NewBuyer(redis rueidis.Client, pub Publisher, redisTimeout time.Duration, log *slog.Logger) *Buyer {
-	return &Buyer{stock: stock.New(redis), redis: redis, pub: pub, redisTimeout: redisTimeout, log: log, now: time.Now,
+// NewBuyer wires a buyer. st runs the stock scripts on redis (it knows how
+// each sale's stock is sharded).
+func NewBuyer(redis rueidis.Client, st *stock.Store, pub Publisher, redisTimeout time.Duration, log *slog.Logger) *Buyer {
+	return &Buyer{stock: st, redis: redis, pub: pub, redisTimeout: redisTimeout, log: log, now: time.Now,
 		retries: make(chan release, retryQueue)}
 }
 
