@@ -34,3 +34,8 @@ var QueueStatus string
 //
 //go:embed queue_advance.lua
 var QueueAdvance string
+
+// QueueSize counts the places still waiting for admission.
+//
+//go:embed queue_size.lua
+var QueueSize string

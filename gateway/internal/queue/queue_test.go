@@ -244,3 +244,82 @@ func TestSoldOutStopsAdmission(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Size counts the places admission has not reached: early joiners before
+// the draw, late joiners after it, minus what was admitted or skipped; a
+// repeated join is one place, a lost place that rejoins is one more.
+func TestSize(t *testing.T) {
+	q, sale := newQueue(t, 300*time.Millisecond)
+	ctx := testenv.Context(t)
+	open := time.Now().Add(200 * time.Millisecond)
+	size := func(step string, want Length) {
+		t.Helper()
+		got, err := q.Size(ctx, sale)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if got != want {
+			t.Fatalf("%s: size %+v, want %+v", step, got, want)
+		}
+	}
+	size("empty queue", Length{})
+	var early []string
+	for i := range 5 {
+		tk, err := q.Join(ctx, sale, open, true, fmt.Sprintf("early-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		early = append(early, tk)
+	}
+	if _, err := q.Join(ctx, sale, open, true, "early-0"); err != nil {
+		t.Fatal(err)
+	}
+	size("five early joiners, one joining twice", Length{Waiting: 5, Joined: 5})
+	time.Sleep(time.Until(open) + 20*time.Millisecond)
+	for i := range 3 {
+		if _, err := q.Join(ctx, sale, open, true, fmt.Sprintf("late-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	size("three late joiners", Length{Waiting: 8, Joined: 8})
+	if err := q.SetRate(ctx, sale, 1000); err != nil { // a budget of 1000/s admits everyone polling
+		t.Fatal(err)
+	}
+	var admitted int64
+	for range 50 {
+		var err error
+		if admitted, _, err = q.Advance(ctx, sale, open, 1000, false); err != nil {
+			t.Fatal(err)
+		}
+		if admitted == 8 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	size("everyone admitted", Length{Waiting: 0, Joined: 8, Admitted: admitted})
+	// A place lost for want of polls is skipped; its holder joins again at
+	// the end and waits once more.
+	if err := q.SetRate(ctx, sale, 0); err != nil {
+		t.Fatal(err)
+	}
+	gone, _ := q.Join(ctx, sale, open, true, "gone")
+	size("one more joiner while admission is stopped", Length{Waiting: 1, Joined: 9, Admitted: 8})
+	time.Sleep(400 * time.Millisecond) // longer than the grace
+	if err := q.SetRate(ctx, sale, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := q.Advance(ctx, sale, open, 1000, false); err != nil { // skipping costs no budget
+		t.Fatal(err)
+	}
+	if _, err := q.Status(ctx, sale, open, gone); !errors.Is(err, ErrTicketExpired) {
+		t.Fatalf("abandoned ticket: %v, want ErrTicketExpired", err)
+	}
+	size("the abandoned place skipped", Length{Waiting: 0, Joined: 9, Admitted: 9})
+	if err := q.SetRate(ctx, sale, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Join(ctx, sale, open, true, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	size("the holder rejoined", Length{Waiting: 1, Joined: 10, Admitted: 9})
+}
