@@ -4,7 +4,11 @@
 # to 127.0.0.1 with its data, log and pid files under one folder.
 #
 #   deploy/stack.sh up | down | status | wipe
-#   deploy/stack.sh start | stop | restart  redis | postgres | kafka
+#   deploy/stack.sh start | stop | restart  redis | postgres | kafka | redis-cluster
+#   deploy/stack.sh redis-kill-master [PORT]
+#
+# With FLASHSALE_REDIS_CLUSTER=1, up also starts a local Redis Cluster of
+# 3 masters and 3 replicas (make up CLUSTER=1).
 #
 # Every command is idempotent. See deploy/README.md.
 set -euo pipefail
@@ -16,7 +20,11 @@ usage: deploy/stack.sh COMMAND [SERVICE]
   up                      install missing packages, start every service, wait until each answers
   down                    stop every service gracefully
   status                  show each service (exit 3 when one is not running)
-  start|stop|restart SVC  control one service: redis, postgres or kafka
+  start|stop|restart SVC  control one service: redis, postgres, kafka or redis-cluster
+                          (start redis-cluster after a kill: brings back the dead nodes once
+                          their replicas took over; they rejoin as replicas)
+  redis-kill-master [PORT] SIGKILL one cluster master (PORT, or the first master found) and
+                          print its port; for failover tests
   wipe                    down, then delete the data folder
 
 environment (defaults in brackets):
@@ -27,6 +35,9 @@ environment (defaults in brackets):
   FLASHSALE_KAFKA_PARTITIONS   partitions of seeded and auto-created topics [6]
   FLASHSALE_KAFKA_SYNC_WRITES  1 fsyncs every produced batch before the ack, 0 relies on the page cache [1]
   FLASHSALE_STACK_WAIT         seconds to wait for a service to answer [60]
+  FLASHSALE_REDIS_CLUSTER      1: up, status and down include the Redis Cluster [0]
+  FLASHSALE_REDIS_CLUSTER_PORT first of the 6 cluster node ports [17001]; each node's
+                               cluster bus is its port + 10000 (port - 10000 above 55535)
 EOF
 }
 
@@ -38,6 +49,9 @@ KAFKA_PORT="${FLASHSALE_KAFKA_PORT:-19092}"
 KAFKA_PARTITIONS="${FLASHSALE_KAFKA_PARTITIONS:-6}"
 KAFKA_SYNC_WRITES="${FLASHSALE_KAFKA_SYNC_WRITES:-1}"
 WAIT="${FLASHSALE_STACK_WAIT:-60}"
+CLUSTER="${FLASHSALE_REDIS_CLUSTER:-0}"
+CLUSTER_PORT="${FLASHSALE_REDIS_CLUSTER_PORT:-17001}"
+CLUSTER_NODES=6 # 3 masters, 3 replicas
 HOST=127.0.0.1
 PG_USER=flashsale
 PG_DB=flashsale
@@ -45,6 +59,7 @@ PG_DB=flashsale
 REDIS_DIR="$STACK/redis"
 REDIS_PID="$REDIS_DIR/redis.pid"
 REDIS_LOG="$REDIS_DIR/redis.log"
+CLUSTER_DIR="$STACK/redis-cluster"
 KAFKA_DIR="$STACK/kafka"
 KAFKA_BIN="$STACK/bin/kafka-broker"
 KAFKA_PID="$KAFKA_DIR/kafka.pid"
@@ -220,6 +235,237 @@ redis_status() {
 		printf '%-9s stopped  %s:%s\n' redis "$HOST" "$REDIS_PORT"
 		return 1
 	fi
+}
+
+# ---------------------------------------------------------------- redis cluster
+#
+# Six redis-server processes from the same binary as the single node, each
+# in its own folder (redis-cluster/<port>), no persistence either: a node
+# that restarts comes back empty. Only nodes.conf (the cluster's own map of
+# who owns which slots) survives a restart, so a killed master that is
+# started again learns that its replica took over and rejoins as a replica
+# of it instead of serving its empty memory as the truth.
+
+rc_ports() { seq "$CLUSTER_PORT" $((CLUSTER_PORT + CLUSTER_NODES - 1)); }
+
+# rc_bus_port PORT: the node's cluster bus port. Redis' default is port +
+# 10000, which does not exist above 55535; those ports count down instead.
+rc_bus_port() {
+	if (($1 + 10000 <= 65535)); then echo $(($1 + 10000)); else echo $(($1 - 10000)); fi
+}
+
+rc_cli() { # PORT ARGS...
+	local port="$1"
+	shift
+	redis-cli -h "$HOST" -p "$port" "$@" 2>/dev/null
+}
+
+rc_node_running() { pid_alive "$CLUSTER_DIR/$1/redis.pid" redis-server; }
+
+rc_info_field() { # PORT FIELD: one field of CLUSTER INFO
+	rc_cli "$1" cluster info | tr -d '\r' | sed -n "s/^$2://p"
+}
+
+rc_node_start() { # PORT
+	local port="$1" dir="$CLUSTER_DIR/$1" bus
+	if rc_node_running "$port"; then return 0; fi
+	bus="$(rc_bus_port "$port")"
+	if port_open "$port"; then
+		die "port $port is taken by a process that is not this stack's Redis Cluster node (set FLASHSALE_REDIS_CLUSTER_PORT)"
+	fi
+	if port_open "$bus"; then
+		die "cluster bus port $bus of node $port is taken (set FLASHSALE_REDIS_CLUSTER_PORT)"
+	fi
+	mkdir -p "$dir"
+	rm -f "$dir/redis.pid"
+	# A small node timeout makes failover quick (a master is declared
+	# failed after 2 s). Replicas always stand for election however long
+	# their link was down (validity factor 0): with no persistence there is
+	# no better copy to wait for. Partial coverage keeps the slots of the
+	# live masters serving while one master is failing over.
+	redis-server --port "$port" --bind "$HOST" --protected-mode no \
+		--save "" --appendonly no --maxmemory 0 \
+		--cluster-enabled yes --cluster-config-file nodes.conf --cluster-port "$bus" \
+		--cluster-node-timeout 2000 --cluster-replica-validity-factor 0 \
+		--cluster-require-full-coverage no \
+		--daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --dir "$dir" \
+		</dev/null >/dev/null 2>&1 9>&- || {
+		tail_log "$dir/redis.log"
+		die "redis-server (cluster node $port) failed to start"
+	}
+	local deadline=$((SECONDS + WAIT))
+	until [[ "$(rc_cli "$port" ping)" == PONG ]]; do
+		if ((SECONDS >= deadline)); then
+			tail_log "$dir/redis.log"
+			die "cluster node did not answer PING on $HOST:$port within ${WAIT}s"
+		fi
+		sleep 0.1
+	done
+}
+
+rc_node_stop() { # PORT
+	local port="$1" pidfile="$CLUSTER_DIR/$1/redis.pid" pid
+	if ! rc_node_running "$port"; then
+		rm -f "$pidfile"
+		return 0
+	fi
+	pid="$(<"$pidfile")"
+	rc_cli "$port" shutdown nosave >/dev/null || true
+	if ! wait_gone "$pid" 10; then
+		kill -KILL "$pid" 2>/dev/null || true
+		wait_gone "$pid" 5 || die "cluster node $port (pid $pid) does not die"
+	fi
+	rm -f "$pidfile"
+}
+
+# rc_healthy PORT: the node sees the whole cluster: every slot served, six
+# nodes known, and (for a replica) its link to the master up.
+rc_healthy() {
+	local port="$1" info
+	info="$(rc_cli "$port" cluster info | tr -d '\r')" || return 1
+	grep -qx 'cluster_state:ok' <<<"$info" || return 1
+	grep -qx 'cluster_slots_ok:16384' <<<"$info" || return 1
+	grep -qx "cluster_known_nodes:$CLUSTER_NODES" <<<"$info" || return 1
+	local repl
+	repl="$(rc_cli "$port" info replication | tr -d '\r')" || return 1
+	if grep -qx 'role:slave' <<<"$repl"; then
+		grep -qx 'master_link_status:up' <<<"$repl" || return 1
+	fi
+	# No node is still flagged failed (a restarted node is known again).
+	! rc_cli "$port" cluster nodes | grep -q 'fail'
+}
+
+rc_all_healthy() {
+	local p
+	for p in $(rc_ports); do
+		rc_node_running "$p" && rc_healthy "$p" || return 1
+	done
+	# three masters with slots, each with one replica
+	local masters
+	masters="$(rc_cli "$CLUSTER_PORT" cluster nodes | awk '$3 ~ /master/ && NF > 8' | wc -l)"
+	[[ "$masters" -eq 3 ]]
+}
+
+rc_wait_healthy() {
+	local deadline=$((SECONDS + WAIT)) p
+	until rc_all_healthy; do
+		if ((SECONDS >= deadline)); then
+			for p in $(rc_ports); do
+				echo "---- node $p: $(rc_info_field "$p" cluster_state)" >&2
+				rc_cli "$p" cluster nodes >&2 || true
+			done
+			die "redis cluster not healthy within ${WAIT}s (try: deploy/stack.sh restart redis-cluster)"
+		fi
+		sleep 0.2
+	done
+}
+
+# rc_covered PORT: a live node reports every slot served by a live master
+# (the failover of a killed master is over).
+rc_covered() {
+	[[ "$(rc_info_field "$1" cluster_state)" == ok && "$(rc_info_field "$1" cluster_slots_ok)" == 16384 ]]
+}
+
+rc_create() {
+	local p addrs=()
+	for p in $(rc_ports); do
+		rc_node_stop "$p"
+		rm -f "$CLUSTER_DIR/$p/nodes.conf"
+		rc_node_start "$p"
+		addrs+=("$HOST:$p")
+	done
+	note "creating redis cluster on ${addrs[*]} (3 masters, 3 replicas)"
+	redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes \
+		>"$CLUSTER_DIR/create.log" 2>&1 || {
+		tail_log "$CLUSTER_DIR/create.log"
+		die "redis-cli --cluster create failed"
+	}
+	rc_wait_healthy
+}
+
+redis-cluster_running() { rc_all_healthy; }
+
+redis-cluster_start() {
+	command -v redis-server >/dev/null 2>&1 || ensure_packages
+	mkdir -p "$CLUSTER_DIR"
+	if rc_all_healthy; then return 0; fi
+	local p alive=() dead=()
+	for p in $(rc_ports); do
+		if rc_node_running "$p"; then alive+=("$p"); else dead+=("$p"); fi
+	done
+	if ((${#alive[@]} == 0)); then
+		# Nothing survives a full stop (no persistence), so a full start is
+		# a fresh cluster: no stale nodes.conf to reconcile.
+		rc_create
+		return 0
+	fi
+	if ((${#dead[@]} > 0)); then
+		# Bring dead nodes back only once their slots have a live master
+		# again: a master restarted empty before its replica took over would
+		# be followed by that replica, and the slots' data would be gone.
+		local deadline=$((SECONDS + WAIT))
+		until rc_covered "${alive[0]}"; do
+			if ((SECONDS >= deadline)); then
+				note "slots still uncovered after ${WAIT}s; starting the dead nodes anyway"
+				break
+			fi
+			sleep 0.2
+		done
+		for p in "${dead[@]}"; do rc_node_start "$p"; done
+	fi
+	rc_wait_healthy
+}
+
+redis-cluster_stop() {
+	local p
+	for p in $(rc_ports); do rc_node_stop "$p"; done
+}
+
+redis-cluster_status() {
+	local p role rc=0
+	for p in $(rc_ports); do
+		if rc_node_running "$p" && [[ "$(rc_cli "$p" ping)" == PONG ]]; then
+			role="$(rc_cli "$p" info replication | tr -d '\r' | sed -n 's/^role://p')"
+			printf '%-9s running  %s:%s  pid %s  %s, cluster %s\n' redis-cl "$HOST" "$p" \
+				"$(<"$CLUSTER_DIR/$p/redis.pid")" "${role/slave/replica}" "$(rc_info_field "$p" cluster_state)"
+		else
+			printf '%-9s stopped  %s:%s\n' redis-cl "$HOST" "$p"
+			rc=1
+		fi
+	done
+	if ((rc == 0)) && ! rc_all_healthy; then
+		note "redis cluster is running but not healthy (failover in progress, or run: deploy/stack.sh start redis-cluster)"
+		rc=1
+	fi
+	echo "FLASHSALE_REDIS_ADDR=$(rc_ports | sed "s/^/$HOST:/" | paste -sd,)"
+	return "$rc"
+}
+
+# rc_any_running: some cluster node of this stack runs.
+rc_any_running() {
+	local p
+	for p in $(rc_ports); do rc_node_running "$p" && return 0; done
+	return 1
+}
+
+# rc_kill_master [PORT]: SIGKILL one master (no SHUTDOWN, no goodbye to the
+# cluster), as a crashed machine would; print its port.
+rc_kill_master() {
+	local port="${1:-}" p pid
+	if [[ -z "$port" ]]; then
+		for p in $(rc_ports); do
+			if rc_node_running "$p" && [[ "$(rc_cli "$p" info replication | tr -d '\r' | sed -n 's/^role://p')" == master ]]; then
+				port="$p"
+				break
+			fi
+		done
+		[[ -n "$port" ]] || die "no running cluster master"
+	fi
+	rc_node_running "$port" || die "cluster node $port is not running"
+	pid="$(<"$CLUSTER_DIR/$port/redis.pid")"
+	kill -KILL "$pid"
+	wait_gone "$pid" 10 || die "cluster node $port (pid $pid) survived SIGKILL"
+	echo "$port"
 }
 
 # ---------------------------------------------------------------- postgres
@@ -466,18 +712,24 @@ kafka_status() {
 
 SERVICES=(redis postgres kafka)
 
+cluster_wanted() { [[ "$CLUSTER" == 1 || "$CLUSTER" == true || "$CLUSTER" == yes ]]; }
+
 service_do() { # ACTION SERVICE
 	case "$2" in
 	redis) "redis_$1" ;;
 	postgres | pg) "pg_$1" ;;
 	kafka) "kafka_$1" ;;
-	*) die "unknown service '$2' (redis, postgres or kafka)" ;;
+	redis-cluster | cluster) "redis-cluster_$1" ;;
+	*) die "unknown service '$2' (redis, postgres, kafka or redis-cluster)" ;;
 	esac
 }
 
 status_all() {
 	local rc=0 s
 	for s in "${SERVICES[@]}"; do service_do status "$s" || rc=3; done
+	if cluster_wanted || rc_any_running; then
+		redis-cluster_status || rc=3
+	fi
 	return "$rc"
 }
 
@@ -503,6 +755,7 @@ main() {
 			pg_start
 			kafka_start
 		fi
+		if cluster_wanted; then redis-cluster_start; fi
 		status_all
 		;;
 	down)
@@ -510,23 +763,28 @@ main() {
 		lock
 		kafka_stop
 		redis_stop
+		redis-cluster_stop
 		pg_stop
 		;;
 	status)
 		status_all
 		;;
 	start | stop)
-		[[ -n "$svc" ]] || die "usage: deploy/stack.sh $cmd redis|postgres|kafka"
+		[[ -n "$svc" ]] || die "usage: deploy/stack.sh $cmd redis|postgres|kafka|redis-cluster"
 		lock
 		service_do "$cmd" "$svc"
 		[[ "$cmd" == stop ]] || service_do status "$svc"
 		;;
 	restart)
-		[[ -n "$svc" ]] || die "usage: deploy/stack.sh restart redis|postgres|kafka"
+		[[ -n "$svc" ]] || die "usage: deploy/stack.sh restart redis|postgres|kafka|redis-cluster"
 		lock
 		service_do stop "$svc"
 		service_do start "$svc"
 		service_do status "$svc"
+		;;
+	redis-kill-master)
+		lock
+		rc_kill_master "$svc"
 		;;
 	wipe)
 		local fallback
@@ -535,6 +793,7 @@ main() {
 			lock
 			kafka_stop
 			redis_stop
+			redis-cluster_stop
 			pg_stop
 			rm -rf "$STACK"
 		fi
