@@ -39,3 +39,23 @@ var QueueAdvance string
 //
 //go:embed queue_size.lua
 var QueueSize string
+
+// MoveTake takes units from one stock key and journals the move.
+//
+//go:embed move_take.lua
+var MoveTake string
+
+// MoveGive adds a journaled move's units to its destination, once.
+//
+//go:embed move_give.lua
+var MoveGive string
+
+// SlotRead reads one hash slot of a sharded sale at one instant.
+//
+//go:embed slot_read.lua
+var SlotRead string
+
+// Pause takes a slot's stock keys away before a sharded repair.
+//
+//go:embed pause.lua
+var Pause string

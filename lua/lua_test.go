@@ -25,7 +25,8 @@ func TestScriptsLoadInRedis(t *testing.T) {
 	defer c.Close()
 	r := bufio.NewReader(c)
 	scripts := map[string]string{"reserve": Reserve, "release": Release, "load": Load,
-		"queue_join": QueueJoin, "queue_status": QueueStatus, "queue_advance": QueueAdvance, "queue_size": QueueSize}
+		"queue_join": QueueJoin, "queue_status": QueueStatus, "queue_advance": QueueAdvance, "queue_size": QueueSize,
+		"move_take": MoveTake, "move_give": MoveGive, "slot_read": SlotRead, "pause": Pause}
 	for name, src := range scripts {
 		t.Run(name, func(t *testing.T) {
 			if strings.TrimSpace(src) == "" {

@@ -41,6 +41,9 @@ type Copy struct {
 // the snapshot decide saw last.
 func (s *Store) Reconcile(ctx context.Context, saleID int64, itemIDs []int64,
 	decide func(context.Context, Snapshot) (*Copy, error)) (Snapshot, error) {
+	if l := s.layout(saleID); l.shards > 1 {
+		return s.reconcileSharded(ctx, l, itemIDs, decide)
+	}
 	for range reconcileAttempts {
 		var snap Snapshot
 		var aborted bool

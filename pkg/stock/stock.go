@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"golang.org/x/sync/singleflight"
 
 	"flashsale/lua"
 )
@@ -34,56 +35,127 @@ var (
 // gateways clear their sold-out flags.
 const ReturnedChannel = "flashsale:stock-returned"
 
-// Store runs the stock scripts against one Redis deployment.
+// Store runs the stock scripts against one Redis deployment, a single node
+// or a cluster.
 type Store struct {
-	client  rueidis.Client
-	reserve *rueidis.Lua
-	release *rueidis.Lua
-	load    *rueidis.Lua
+	client   rueidis.Client
+	reserve  *rueidis.Lua
+	release  *rueidis.Lua
+	load     *rueidis.Lua
+	take     *rueidis.Lua
+	give     *rueidis.Lua
+	slotRead *rueidis.Lua
+	pause    *rueidis.Lua
+	shards   func(saleID int64) int
+	refills  singleflight.Group
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithShards tells the store how many shards each sale's stock has (see
+// layout). Without it every sale is unsharded. The answer must not change
+// during a sale: it decides where a shopper's keys are.
+func WithShards(shards func(saleID int64) int) Option {
+	return func(s *Store) { s.shards = shards }
 }
 
 // New wraps a rueidis client. The scripts are sent with EVALSHA and fall
 // back to EVAL once after a Redis restart.
-func New(client rueidis.Client) *Store {
-	return &Store{
-		client:  client,
-		reserve: rueidis.NewLuaScript(lua.Reserve),
-		release: rueidis.NewLuaScript(lua.Release),
-		load:    rueidis.NewLuaScript(lua.Load),
+func New(client rueidis.Client, opts ...Option) *Store {
+	s := &Store{
+		client:   client,
+		reserve:  rueidis.NewLuaScript(lua.Reserve),
+		release:  rueidis.NewLuaScript(lua.Release),
+		load:     rueidis.NewLuaScript(lua.Load),
+		take:     rueidis.NewLuaScript(lua.MoveTake),
+		give:     rueidis.NewLuaScript(lua.MoveGive),
+		slotRead: rueidis.NewLuaScript(lua.SlotRead),
+		pause:    rueidis.NewLuaScript(lua.Pause),
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+func (s *Store) layout(saleID int64) layout {
+	n := 1
+	if s.shards != nil {
+		n = min(max(s.shards(saleID), 1), MaxShards)
+	}
+	return layout{sale: saleID, shards: n}
 }
 
 // Keys of one sale. The hash tag {fs:<sale>} keeps them in one slot.
 func saleTag(saleID int64) string { return "{fs:" + strconv.FormatInt(saleID, 10) + "}" }
 
-// StockKey is the key holding the units left of an item.
+// StockKey is the key holding the units left of an unsharded item.
 func StockKey(saleID, itemID int64) string {
 	return saleTag(saleID) + ":stock:" + strconv.FormatInt(itemID, 10)
 }
 
-// HoldersKey is the hash of users holding an active unit in a sale (user -> order id).
-func HoldersKey(saleID int64) string { return saleTag(saleID) + ":holders" }
+// HoldersKey is the hash of users holding an active unit in an unsharded
+// sale (user -> order id).
+func HoldersKey(saleID int64) string { return holdersOf(saleTag(saleID)) }
 
-// SpentTokensKey is the set of admission token ids that bought a unit.
-func SpentTokensKey(saleID int64) string { return saleTag(saleID) + ":q:used" }
+// SpentTokensKey is the set of admission token ids that bought a unit in an
+// unsharded sale.
+func SpentTokensKey(saleID int64) string { return tokensOf(saleTag(saleID)) }
 
 // Reserve takes one unit of itemID for userID under orderID. It returns the
-// units left after the reservation, or ErrSoldOut, ErrAlreadyPurchased,
-// ErrNotLoaded, or a Redis error. On a Redis error the outcome is unknown:
-// the caller releases by order id, which is harmless if nothing was taken.
+// units left after the reservation (in the shopper's shard when the sale is
+// sharded), or ErrSoldOut, ErrAlreadyPurchased, ErrNotLoaded, or a Redis
+// error. On a Redis error the outcome is unknown: the caller releases by
+// order id, which is harmless if nothing was taken.
 func (s *Store) Reserve(ctx context.Context, saleID, itemID int64, userID, orderID string) (int64, error) {
 	return s.ReserveAdmitted(ctx, saleID, itemID, userID, orderID, "")
 }
 
+// refillRounds bounds the refill-then-retry rounds of one reservation on a
+// dry shard: other shoppers of the shard may take the refilled units first,
+// and each round moves at least one unit, so the bound is only reached when
+// the last units keep moving between shards under heavy contention.
+const refillRounds = 32
+
 // ReserveAdmitted is Reserve for a shopper admitted by the virtual queue:
 // it also refuses an admission token that already bought a unit
 // (ErrTokenSpent). tokenID "" means no token.
+//
+// On a sharded sale a dry shard refills from the item's pool, then from
+// the other shards (refill), so ErrSoldOut means every shard and the pool
+// read empty, short of units caught in a move that another gateway is
+// making at that instant.
 func (s *Store) ReserveAdmitted(ctx context.Context, saleID, itemID int64, userID, orderID, tokenID string) (int64, error) {
+	l := s.layout(saleID)
+	k := l.shardOf(userID)
+	n, err := s.reserveOn(ctx, l, k, itemID, userID, orderID, tokenID)
+	if l.shards == 1 || !errors.Is(err, ErrSoldOut) {
+		return n, err
+	}
+	for range refillRounds {
+		moved, err := s.refill(ctx, l, itemID, k)
+		if err != nil {
+			return 0, err
+		}
+		if moved == 0 {
+			return 0, ErrSoldOut
+		}
+		n, err = s.reserveOn(ctx, l, k, itemID, userID, orderID, tokenID)
+		if !errors.Is(err, ErrSoldOut) {
+			return n, err
+		}
+	}
+	return 0, ErrSoldOut
+}
+
+func (s *Store) reserveOn(ctx context.Context, l layout, k int, itemID int64, userID, orderID, tokenID string) (int64, error) {
+	tag := l.tag(k)
 	n, err := s.reserve.Exec(ctx, s.client,
-		[]string{StockKey(saleID, itemID), HoldersKey(saleID), SpentTokensKey(saleID)},
+		[]string{l.stockKey(k, itemID), holdersOf(tag), tokensOf(tag)},
 		[]string{userID, orderID, tokenID}).AsInt64()
 	if err != nil {
-		return 0, fmt.Errorf("reserve sale %d item %d: %w", saleID, itemID, err)
+		return 0, fmt.Errorf("reserve sale %d item %d: %w", l.sale, itemID, err)
 	}
 	switch {
 	case n >= 0:
@@ -97,14 +169,16 @@ func (s *Store) ReserveAdmitted(ctx context.Context, saleID, itemID int64, userI
 	case n == -4:
 		return 0, ErrTokenSpent
 	default:
-		return 0, fmt.Errorf("reserve sale %d item %d: unexpected script answer %d", saleID, itemID, n)
+		return 0, fmt.Errorf("reserve sale %d item %d: unexpected script answer %d", l.sale, itemID, n)
 	}
 }
 
 // SpendToken marks an admission token as used by an accepted purchase, so it
-// cannot admit another one. The set lives as long as a sale may.
-func (s *Store) SpendToken(ctx context.Context, saleID int64, tokenID string) error {
-	key := SpentTokensKey(saleID)
+// cannot admit another one. The set lives as long as a sale may; on a
+// sharded sale it is the one in userID's shard, where reserve checks it.
+func (s *Store) SpendToken(ctx context.Context, saleID int64, userID, tokenID string) error {
+	l := s.layout(saleID)
+	key := tokensOf(l.tag(l.shardOf(userID)))
 	for _, r := range s.client.DoMulti(ctx,
 		s.client.B().Sadd().Key(key).Member(tokenID).Build(),
 		s.client.B().Expire().Key(key).Seconds(int64((7 * 24 * time.Hour).Seconds())).Build()) {
@@ -130,8 +204,10 @@ func (s *Store) Drop(ctx context.Context, saleID, itemID int64, userID, orderID 
 }
 
 func (s *Store) release1(ctx context.Context, saleID, itemID int64, userID, orderID, mode string) (bool, error) {
+	l := s.layout(saleID)
+	k := l.shardOf(userID)
 	n, err := s.release.Exec(ctx, s.client,
-		[]string{StockKey(saleID, itemID), HoldersKey(saleID)},
+		[]string{l.stockKey(k, itemID), holdersOf(l.tag(k))},
 		[]string{userID, orderID, ReturnedChannel, strconv.FormatInt(saleID, 10) + ":" + strconv.FormatInt(itemID, 10), mode}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("release order %s: %w", orderID, err)
@@ -154,46 +230,111 @@ type Holder struct {
 	OrderID string
 }
 
-// Load replaces the sale's hot copy with the given stock and holders in one
-// atomic step. It sets, never adds, so loading twice gives the same numbers.
+// Load replaces the sale's hot copy with the given stock and holders. It
+// sets, never adds, so loading twice gives the same numbers. An unsharded
+// sale is written in one atomic step; a sharded one slot by slot: the pools
+// first, then each shard with its first share of the units and the holders
+// whose users hash to it. Until a shard is written its shoppers are told
+// "not loaded", never sold out.
 func (s *Store) Load(ctx context.Context, saleID int64, items []ItemStock, holders []Holder) error {
-	keys := make([]string, 0, len(items)+1)
-	args := make([]string, 0, 2+len(items)+2*len(holders))
-	keys = append(keys, HoldersKey(saleID))
-	args = append(args, ReturnedChannel, strconv.FormatInt(saleID, 10))
 	for _, it := range items {
 		if it.Left < 0 {
 			return fmt.Errorf("load sale %d: item %d has negative stock %d", saleID, it.ItemID, it.Left)
 		}
-		keys = append(keys, StockKey(saleID, it.ItemID))
-		args = append(args, strconv.FormatInt(it.Left, 10))
+	}
+	l := s.layout(saleID)
+	epoch := strconv.FormatInt(time.Now().UnixNano(), 36)
+	msg := strconv.FormatInt(saleID, 10)
+	if l.shards == 1 {
+		return s.loadSlot(ctx, l, l.base(), epoch, msg, items, func(it ItemStock) (string, int64) {
+			return l.stockKey(0, it.ItemID), it.Left
+		}, holders)
+	}
+	// Each shard starts with a fraction of the units so the first shoppers
+	// need no refill; the pool keeps the rest (and any remainder).
+	share := func(it ItemStock) int64 { return it.Left / int64(2*l.shards) }
+	if err := s.loadSlot(ctx, l, l.base(), epoch, msg, items, func(it ItemStock) (string, int64) {
+		return l.poolKey(it.ItemID), it.Left - int64(l.shards)*share(it)
+	}, nil); err != nil {
+		return err
+	}
+	byShard := make([][]Holder, l.shards)
+	for _, h := range holders {
+		k := l.shardOf(h.UserID)
+		byShard[k] = append(byShard[k], h)
+	}
+	for k := range l.shards {
+		if err := s.loadSlot(ctx, l, l.tag(k), epoch, msg, items, func(it ItemStock) (string, int64) {
+			return l.stockKey(k, it.ItemID), share(it)
+		}, byShard[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) loadSlot(ctx context.Context, l layout, tag, epoch, msg string, items []ItemStock,
+	value func(ItemStock) (string, int64), holders []Holder) error {
+	keys := make([]string, 0, 4+len(items))
+	args := make([]string, 0, 3+len(items)+2*len(holders))
+	keys = append(keys, holdersOf(tag), journalOf(tag), appliedOf(tag), epochOf(tag))
+	args = append(args, ReturnedChannel, msg, epoch)
+	for _, it := range items {
+		k, v := value(it)
+		keys = append(keys, k)
+		args = append(args, strconv.FormatInt(v, 10))
 	}
 	for _, h := range holders {
 		args = append(args, h.UserID, h.OrderID)
 	}
 	if err := s.load.Exec(ctx, s.client, keys, args).Error(); err != nil {
-		return fmt.Errorf("load sale %d: %w", saleID, err)
+		return fmt.Errorf("load sale %d (%s): %w", l.sale, tag, err)
 	}
 	return nil
 }
 
-// Left reads the units left of an item; ErrNotLoaded when the key is missing.
+// Left reads the units left of an item (the pool and every shard of a
+// sharded one); ErrNotLoaded when a key is missing.
 func (s *Store) Left(ctx context.Context, saleID, itemID int64) (int64, error) {
-	n, err := s.client.Do(ctx, s.client.B().Get().Key(StockKey(saleID, itemID)).Build()).AsInt64()
-	if rueidis.IsRedisNil(err) {
-		return 0, ErrNotLoaded
+	l := s.layout(saleID)
+	keys := make([]string, 0, l.shards+1)
+	if l.shards > 1 {
+		keys = append(keys, l.poolKey(itemID))
 	}
-	if err != nil {
-		return 0, fmt.Errorf("read stock of sale %d item %d: %w", saleID, itemID, err)
+	for k := range l.shards {
+		keys = append(keys, l.stockKey(k, itemID))
 	}
-	return n, nil
+	cmds := make(rueidis.Commands, 0, len(keys))
+	for _, k := range keys {
+		cmds = append(cmds, s.client.B().Get().Key(k).Build())
+	}
+	var total int64
+	for _, r := range s.client.DoMulti(ctx, cmds...) {
+		n, err := r.AsInt64()
+		if rueidis.IsRedisNil(err) {
+			return 0, ErrNotLoaded
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read stock of sale %d item %d: %w", saleID, itemID, err)
+		}
+		total += n
+	}
+	return total, nil
 }
 
-// Holders reads the active holders of a sale (user -> order id).
+// Holders reads the active holders of a sale (user -> order id), from
+// every shard.
 func (s *Store) Holders(ctx context.Context, saleID int64) (map[string]string, error) {
-	m, err := s.client.Do(ctx, s.client.B().Hgetall().Key(HoldersKey(saleID)).Build()).AsStrMap()
-	if err != nil {
-		return nil, fmt.Errorf("read holders of sale %d: %w", saleID, err)
+	l := s.layout(saleID)
+	out := map[string]string{}
+	for k := range l.shards {
+		m, err := s.client.Do(ctx, s.client.B().Hgetall().Key(holdersOf(l.tag(k))).Build()).AsStrMap()
+		if err != nil {
+			return nil, fmt.Errorf("read holders of sale %d: %w", saleID, err)
+		}
+		for u, o := range m {
+			out[u] = o
+		}
 	}
-	return m, nil
+	return out, nil
 }

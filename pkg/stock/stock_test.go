@@ -219,7 +219,7 @@ func TestSpentAdmissionTokenIsRefused(t *testing.T) {
 	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o1", "tok-1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SpendToken(ctx, sale, "tok-1"); err != nil {
+	if err := st.SpendToken(ctx, sale, "u1", "tok-1"); err != nil {
 		t.Fatal(err)
 	}
 	// u1's order is cancelled and the unit returned; the spent token still

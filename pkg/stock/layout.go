@@ -1,0 +1,93 @@
+package stock
+
+import "strconv"
+
+// MaxShards bounds the shards of one item (the schema's CHECK says the same).
+const MaxShards = 64
+
+// layout names the keys of one sale. An unsharded sale (shards == 1) keeps
+// every key under the hash tag {fs:<sale>}, so one Lua call sees them all.
+// A sharded sale splits each item's stock over shards whose keys carry
+// {fs:<sale>:<k>} and so hash to different slots (different nodes of a
+// cluster). A shopper always lands on the shard her user id hashes to: her
+// holder entry, her admission token and the units she buys live there, so
+// the one-unit-per-shopper rule still holds inside one script. The item's
+// pool, under {fs:<sale>}, feeds the shards as they run dry.
+type layout struct {
+	sale   int64
+	shards int
+}
+
+// base is the sale's own tag: every key of an unsharded sale, the pools of
+// a sharded one.
+func (l layout) base() string { return saleTag(l.sale) }
+
+// tag is shard k's hash tag; the base tag when the sale is not sharded.
+func (l layout) tag(k int) string {
+	if l.shards <= 1 {
+		return l.base()
+	}
+	return "{fs:" + strconv.FormatInt(l.sale, 10) + ":" + strconv.Itoa(k) + "}"
+}
+
+// slots lists the tags holding the sale's keys: the base, then each shard's.
+func (l layout) slots() []string {
+	if l.shards <= 1 {
+		return []string{l.base()}
+	}
+	out := make([]string, 0, l.shards+1)
+	out = append(out, l.base())
+	for k := range l.shards {
+		out = append(out, l.tag(k))
+	}
+	return out
+}
+
+func (l layout) stockKey(k int, item int64) string {
+	return l.tag(k) + ":stock:" + strconv.FormatInt(item, 10)
+}
+
+// poolKey holds a sharded item's units not yet handed to a shard.
+func (l layout) poolKey(item int64) string {
+	return l.base() + ":pool:" + strconv.FormatInt(item, 10)
+}
+
+// shardOf maps a user to her shard: FNV-1a of the user id, so every gateway
+// agrees without asking anyone.
+func (l layout) shardOf(user string) int {
+	if l.shards <= 1 {
+		return 0
+	}
+	h := uint32(2166136261)
+	for i := 0; i < len(user); i++ {
+		h ^= uint32(user[i])
+		h *= 16777619
+	}
+	return int(h % uint32(l.shards))
+}
+
+// Per-slot keys; tag is one of slots().
+func holdersOf(tag string) string { return tag + ":holders" }
+func tokensOf(tag string) string  { return tag + ":q:used" }
+func journalOf(tag string) string { return tag + ":moves" }
+func appliedOf(tag string) string { return tag + ":moves-in" }
+func epochOf(tag string) string   { return tag + ":epoch" }
+func tagOfKey(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '}' {
+			return key[:i+1]
+		}
+	}
+	return key
+}
+
+// itemOfKey reads the item id at the end of a stock or pool key.
+func itemOfKey(key string) (int64, bool) {
+	for i := len(key) - 1; i >= 0; i-- {
+		if key[i] == ':' {
+			id, err := strconv.ParseInt(key[i+1:], 10, 64)
+			return id, err == nil
+		}
+	}
+	return 0, false
+}

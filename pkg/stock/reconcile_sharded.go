@@ -1,0 +1,220 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/redis/rueidis"
+)
+
+// slotState is one hash slot of a sharded sale, read at one instant.
+type slotState struct {
+	tag     string
+	holders map[string]string
+	journal map[string]string
+	applied map[string]bool
+	epoch   string
+	stock   map[string]*int64 // stock or pool key -> units; nil when missing
+}
+
+// slotKeys lists the stock keys (pool keys for the base slot) of itemIDs
+// held in slot tag.
+func (l layout) slotKeys(tag string, itemIDs []int64) []string {
+	out := make([]string, 0, len(itemIDs))
+	for _, id := range itemIDs {
+		if tag == l.base() {
+			out = append(out, l.poolKey(id))
+			continue
+		}
+		out = append(out, tag+":stock:"+strconv.FormatInt(id, 10))
+	}
+	return out
+}
+
+func (s *Store) readSlot(ctx context.Context, l layout, tag string, itemIDs []int64) (slotState, error) {
+	stockKeys := l.slotKeys(tag, itemIDs)
+	keys := append([]string{holdersOf(tag), journalOf(tag), appliedOf(tag), epochOf(tag)}, stockKeys...)
+	res, err := s.slotRead.Exec(ctx, s.client, keys, nil).ToArray()
+	if err != nil || len(res) != 5 {
+		return slotState{}, fmt.Errorf("read sale %d (%s): %v", l.sale, tag, err)
+	}
+	st := slotState{tag: tag, applied: map[string]bool{}, stock: map[string]*int64{}}
+	if st.holders, err = res[0].AsStrMap(); err != nil {
+		return st, fmt.Errorf("read holders of sale %d (%s): %w", l.sale, tag, err)
+	}
+	if st.journal, err = res[1].AsStrMap(); err != nil {
+		return st, fmt.Errorf("read moves of sale %d (%s): %w", l.sale, tag, err)
+	}
+	ids, err := res[2].AsStrSlice()
+	if err != nil {
+		return st, fmt.Errorf("read applied moves of sale %d (%s): %w", l.sale, tag, err)
+	}
+	for _, id := range ids {
+		st.applied[id] = true
+	}
+	st.epoch, _ = res[3].ToString() // missing: "" matches no move
+	vals, err := res[4].ToArray()
+	if err != nil || len(vals) != len(stockKeys) {
+		return st, fmt.Errorf("read stock of sale %d (%s): %v", l.sale, tag, err)
+	}
+	for i, k := range stockKeys {
+		if n, err := vals[i].AsInt64(); err == nil {
+			st.stock[k] = &n
+		}
+	}
+	return st, nil
+}
+
+// readSlots reads every slot, then reads the journals and applied sets
+// again: if no move took, gave or finished in between, the slots form one
+// consistent picture (a reservation or release changes one slot only, and
+// each slot is read atomically). Otherwise it tries again, up to a bound.
+func (s *Store) readSlots(ctx context.Context, l layout, itemIDs []int64) ([]slotState, error) {
+	for range reconcileAttempts {
+		states := make([]slotState, 0, l.shards+1)
+		for _, tag := range l.slots() {
+			st, err := s.readSlot(ctx, l, tag, itemIDs)
+			if err != nil {
+				return nil, err
+			}
+			states = append(states, st)
+		}
+		stable := true
+		for _, st := range states {
+			again, err := s.readSlot(ctx, l, st.tag, nil)
+			if err != nil {
+				return nil, err
+			}
+			if !maps.Equal(again.journal, st.journal) || len(again.applied) != len(st.applied) {
+				stable = false
+				break
+			}
+		}
+		if stable {
+			return states, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("reconcile sale %d: %w", l.sale, err)
+		}
+	}
+	return nil, fmt.Errorf("reconcile sale %d: %w", l.sale, ErrBusy)
+}
+
+// snapshotOf adds up the slots: units left per item are the pool, every
+// shard and the moves taken but not yet given (void moves excluded); an
+// item with any key missing is absent (not loaded).
+func snapshotOf(l layout, itemIDs []int64, states []slotState) Snapshot {
+	snap := Snapshot{Left: make(map[int64]int64, len(itemIDs)), Holders: map[string]string{}}
+	byTag := make(map[string]slotState, len(states))
+	for _, st := range states {
+		byTag[st.tag] = st
+		maps.Copy(snap.Holders, st.holders)
+	}
+	transit := map[int64]int64{}
+	for _, st := range states {
+		for _, e := range parseJournal(st.tag, st.journal) {
+			dst, ok := byTag[tagOfKey(e.dst)]
+			if !ok || dst.applied[e.id] || dst.epoch != e.epoch {
+				continue
+			}
+			if id, ok := itemOfKey(e.dst); ok {
+				transit[id] += e.units
+			}
+		}
+	}
+items:
+	for _, id := range itemIDs {
+		left := transit[id]
+		for _, st := range states {
+			for _, k := range l.slotKeys(st.tag, []int64{id}) {
+				v := st.stock[k]
+				if v == nil {
+					continue items
+				}
+				left += *v
+			}
+		}
+		snap.Left[id] = left
+	}
+	return snap
+}
+
+// reconcileSharded is Reconcile for a sale whose keys span several slots,
+// where no WATCH can guard them all. It reads a consistent snapshot
+// (readSlots) and asks decide. Only when decide wants a repair does it
+// pause the sale: every stock and pool key is taken away (pause.lua, per
+// slot, keeping the values), so reservations, releases and moves answer
+// "not loaded" and nothing changes; it reads the holders again, asks decide
+// once more on that frozen picture, and writes the Copy with Load. If
+// decide fails or wants nothing after all, the paused values go back.
+func (s *Store) reconcileSharded(ctx context.Context, l layout, itemIDs []int64,
+	decide func(context.Context, Snapshot) (*Copy, error)) (Snapshot, error) {
+	states, err := s.readSlots(ctx, l, itemIDs)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	snap := snapshotOf(l, itemIDs, states)
+	cp, err := decide(ctx, snap)
+	if err != nil || cp == nil {
+		return snap, err
+	}
+
+	paused := map[string]*int64{}
+	for _, tag := range l.slots() {
+		keys := l.slotKeys(tag, itemIDs)
+		vals, err := s.pause.Exec(ctx, s.client, keys, nil).ToArray()
+		if err != nil || len(vals) != len(keys) {
+			return snap, errors.Join(fmt.Errorf("reconcile sale %d: pause %s: %v", l.sale, tag, err), s.restore(ctx, paused))
+		}
+		for i, k := range keys {
+			if n, err := vals[i].AsInt64(); err == nil {
+				paused[k] = &n
+			} else {
+				paused[k] = nil
+			}
+		}
+	}
+	states = states[:0]
+	for _, tag := range l.slots() {
+		st, err := s.readSlot(ctx, l, tag, itemIDs)
+		if err != nil {
+			return snap, errors.Join(err, s.restore(ctx, paused))
+		}
+		for k := range st.stock {
+			st.stock[k] = nil
+		}
+		for _, k := range l.slotKeys(tag, itemIDs) {
+			st.stock[k] = paused[k]
+		}
+		states = append(states, st)
+	}
+	snap = snapshotOf(l, itemIDs, states)
+	cp, err = decide(ctx, snap)
+	if err != nil || cp == nil {
+		return snap, errors.Join(err, s.restore(ctx, paused))
+	}
+	if err := s.Load(ctx, l.sale, cp.Items, cp.Holders); err != nil {
+		return snap, fmt.Errorf("reconcile sale %d: the sale is paused (stock not loaded) until a repair succeeds: %w", l.sale, err)
+	}
+	return snap, nil
+}
+
+// restore puts back the values pause took, where nothing wrote since.
+func (s *Store) restore(ctx context.Context, paused map[string]*int64) error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(paused)) {
+		v := paused[k]
+		if v == nil {
+			continue
+		}
+		err := s.client.Do(ctx, s.client.B().Set().Key(k).Value(strconv.FormatInt(*v, 10)).Nx().Build()).Error()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			errs = append(errs, fmt.Errorf("restore %s: %w", k, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,243 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/rueidis"
+
+	"flashsale/pkg/stock"
+	"flashsale/pkg/testenv"
+)
+
+// shardedSale is newSale with the sale's stock split over shards. Several
+// stores share the client, as several gateways share Redis: each has its
+// own refill coalescing.
+func shardedSale(t *testing.T, shards int) (rueidis.Client, func() *stock.Store, int64) {
+	t.Helper()
+	c, _, sale := newSale(t)
+	layout := func(id int64) int {
+		if id == sale {
+			return shards
+		}
+		return 1
+	}
+	t.Cleanup(func() { cleanKeys(c, fmt.Sprintf("{fs:%d*", sale)) })
+	return c, func() *stock.Store { return stock.New(c, stock.WithShards(layout)) }, sale
+}
+
+// cleanKeys deletes the keys matching pattern (test cleanup only).
+func cleanKeys(c rueidis.Client, pattern string) {
+	ctx := context.Background()
+	keys, err := c.Do(ctx, c.B().Keys().Pattern(pattern).Build()).AsStrSlice()
+	if err != nil || len(keys) == 0 {
+		return
+	}
+	for _, k := range keys {
+		c.Do(ctx, c.B().Del().Key(k).Build())
+	}
+}
+
+// herd runs users concurrent purchases of item 1 spread over gateways and
+// counts the answers.
+func herd(t *testing.T, ctx context.Context, gateways []*stock.Store, sale int64, users int, prefix string) (reserved, soldOut int64) {
+	t.Helper()
+	var ok, out atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, users)
+	for u := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			st := gateways[u%len(gateways)]
+			_, err := st.Reserve(ctx, sale, 1, fmt.Sprintf("%s-%d", prefix, u), fmt.Sprintf("%s-order-%d", prefix, u))
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, stock.ErrSoldOut):
+				out.Add(1)
+			default:
+				errs <- err
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("reserve: %v", err)
+	}
+	return ok.Load(), out.Load()
+}
+
+// Sharded stock sells exactly the units there are, never one more, with
+// shards refilling from the pool and from each other under contention
+// from three gateways.
+func TestShardedReserveContention(t *testing.T) {
+	_, newStore, sale := shardedSale(t, 4)
+	ctx := testenv.Context(t)
+	gateways := []*stock.Store{newStore(), newStore(), newStore()}
+	const units, users = 300, 3000
+	if err := gateways[0].Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: units}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	reserved, soldOut := herd(t, ctx, gateways, sale, users, "user")
+	if reserved != units || soldOut != users-units {
+		t.Errorf("reserved %d, sold out %d; want exactly %d and %d", reserved, soldOut, units, users-units)
+	}
+	left, err := gateways[1].Left(ctx, sale, 1)
+	if err != nil || left != 0 {
+		t.Errorf("left = %d, %v; want 0", left, err)
+	}
+	holders, err := gateways[2].Holders(ctx, sale)
+	if err != nil || len(holders) != units {
+		t.Errorf("%d holders (%v), want %d", len(holders), err, units)
+	}
+}
+
+// The tail: with as many shoppers as units, a shopper told SOLD_OUT while
+// units remain elsewhere would leave units unsold. Shards steal from each
+// other once the pool is empty, so the units left after the herd (the
+// false sold-outs) stay within a small tail, and every one of them is
+// still there to sell: nothing was lost on the way.
+func TestShardedSoldOutTail(t *testing.T) {
+	_, newStore, sale := shardedSale(t, 4)
+	ctx := testenv.Context(t)
+	gateways := []*stock.Store{newStore(), newStore()}
+	const units = 400
+	if err := gateways[0].Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: units}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	reserved, soldOut := herd(t, ctx, gateways, sale, units, "user")
+	left, err := gateways[0].Left(ctx, sale, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d shoppers for %d units over 4 shards: %d reserved, %d told sold out, %d left", units, units, reserved, soldOut, left)
+	if reserved+left != units {
+		t.Errorf("reserved %d + left %d != %d units: a move created or lost units", reserved, left, units)
+	}
+	if soldOut > 4 {
+		t.Errorf("%d shoppers told SOLD_OUT with units left, want at most one per shard", soldOut)
+	}
+	// The tail is sellable: a second wave buys it all.
+	again, _ := herd(t, ctx, gateways, sale, int(left)+10, "late")
+	if again != left {
+		t.Errorf("second wave reserved %d of the %d left", again, left)
+	}
+}
+
+// The one-unit-per-shopper rule holds across items of a sharded sale (the
+// holder lives in the shopper's shard), and a release returns the unit to
+// where it can be bought again.
+func TestShardedOnePerShopperAndRelease(t *testing.T) {
+	_, newStore, sale := shardedSale(t, 3)
+	ctx := testenv.Context(t)
+	st := newStore()
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 1}, {ItemID: 2, Left: 5}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Reserve(ctx, sale, 1, "alice", "o1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Reserve(ctx, sale, 2, "alice", "o2"); !errors.Is(err, stock.ErrAlreadyPurchased) {
+		t.Fatalf("second item for the same shopper: %v, want ErrAlreadyPurchased", err)
+	}
+	if _, err := st.Reserve(ctx, sale, 1, "bob", "o3"); !errors.Is(err, stock.ErrSoldOut) {
+		t.Fatalf("item 1 after its only unit: %v, want ErrSoldOut", err)
+	}
+	if ok, err := st.Release(ctx, sale, 1, "alice", "o1"); !ok || err != nil {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if ok, err := st.Release(ctx, sale, 1, "alice", "o1"); ok || err != nil {
+		t.Fatalf("second release: %v %v, want a no-op", ok, err)
+	}
+	if _, err := st.Reserve(ctx, sale, 1, "bob", "o3"); err != nil {
+		t.Fatalf("bob after the release: %v", err)
+	}
+	if err := st.SpendToken(ctx, sale, "carol", "tok"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ReserveAdmitted(ctx, sale, 2, "carol", "o4", "tok"); !errors.Is(err, stock.ErrTokenSpent) {
+		t.Fatalf("spent token: %v, want ErrTokenSpent", err)
+	}
+}
+
+// A repair of a sharded sale (one shard's keys lost) pauses the sale,
+// writes PostgreSQL's numbers and lets it go on; reservations racing with
+// it either land before the pause, are refused as not loaded, or land
+// after: the units always add up.
+func TestShardedReconcileRepair(t *testing.T) {
+	c, newStore, sale := shardedSale(t, 3)
+	ctx := testenv.Context(t)
+	st := newStore()
+	const units = 90
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: units}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, c.B().Del().Key(fmt.Sprintf("{fs:%d:1}:stock:1", sale)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Left(ctx, sale, 1); !errors.Is(err, stock.ErrNotLoaded) {
+		t.Fatalf("left with a shard key lost: %v, want ErrNotLoaded", err)
+	}
+	var reserved atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := st.Reserve(ctx, sale, 1, fmt.Sprintf("racer-%d-%d", g, i), fmt.Sprintf("ro-%d-%d", g, i))
+				if err == nil {
+					reserved.Add(1)
+				}
+			}
+		}()
+	}
+	decided := 0
+	_, err := st.Reconcile(ctx, sale, []int64{1}, func(_ context.Context, snap stock.Snapshot) (*stock.Copy, error) {
+		decided++
+		if _, ok := snap.Left[1]; ok {
+			t.Errorf("snapshot %d shows item 1 loaded with a shard key lost: %+v", decided, snap.Left)
+		}
+		// The truth: every unit the holders hold is sold; the rest is left.
+		keep := make([]stock.Holder, 0, len(snap.Holders))
+		for u, o := range snap.Holders {
+			keep = append(keep, stock.Holder{UserID: u, OrderID: o})
+		}
+		return &stock.Copy{Items: []stock.ItemStock{{ItemID: 1, Left: units - int64(len(keep))}}, Holders: keep}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	left, err := st.Left(ctx, sale, 1)
+	if err != nil {
+		t.Fatalf("after the repair: %v", err)
+	}
+	holders, err := st.Holders(ctx, sale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(holders)) != reserved.Load() || left+reserved.Load() != units {
+		t.Errorf("after the repair: %d left, %d holders, %d reserved; want left + reserved = %d and holders = reserved",
+			left, len(holders), reserved.Load(), units)
+	}
+	if decided != 2 {
+		t.Errorf("decide ran %d times, want 2 (the live read, then the paused one)", decided)
+	}
+}
