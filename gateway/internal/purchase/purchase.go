@@ -1,7 +1,10 @@
 // Package purchase is the gateway's buying step: reserve a unit in Redis,
-// publish OrderPlaced, and only then call it accepted. If the publish is not
-// acknowledged the unit is given back before the shopper hears anything, so
-// no shopper holds an order id that never appears.
+// publish OrderPlaced, and only then call it accepted. If the producer
+// refused the event the unit is given back before the shopper hears
+// anything, so no shopper holds an order id that never appears. If the
+// event was taken but not acknowledged it may still reach the topic, so the
+// order id is settled through PostgreSQL's primary key first (see Settler):
+// the unit is given back only once the order provably never will exist.
 package purchase
 
 import (
@@ -14,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
+	"flashsale/gateway/internal/publish"
 	"flashsale/pkg/accepted"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
@@ -24,6 +28,13 @@ import (
 var (
 	// ErrUnavailable: Redis or the broker failed; nothing was taken.
 	ErrUnavailable = errors.New("purchase: temporarily unavailable")
+	// ErrUnresolved (always with ErrUnavailable): the broker did not
+	// confirm the event and PostgreSQL could not say whether the order
+	// exists. The unit stays reserved for it and Buy returns its id: the
+	// order may still appear (the shopper can poll it); if no row ever
+	// does, reconcile frees the holder once the id is older than its
+	// in-flight window.
+	ErrUnresolved = errors.New("purchase: order fate unknown")
 )
 
 // Publisher is the part of the Kafka producer the buyer needs.
@@ -37,20 +48,58 @@ type Buyer struct {
 	stock        *stock.Store
 	redis        rueidis.Client
 	pub          Publisher
+	settler      Settler
 	redisTimeout time.Duration
 	log          *slog.Logger
 	now          func() time.Time
 }
 
 // NewBuyer wires a buyer. st runs the stock scripts on redis (it knows how
-// each sale's stock is sharded).
-func NewBuyer(redis rueidis.Client, st *stock.Store, pub Publisher, redisTimeout time.Duration, log *slog.Logger) *Buyer {
-	return &Buyer{stock: st, redis: redis, pub: pub, redisTimeout: redisTimeout, log: log, now: time.Now,
+// each sale's stock is sharded); settler decides the orders whose publish
+// pub could not confirm.
+func NewBuyer(redis rueidis.Client, st *stock.Store, pub Publisher, settler Settler, redisTimeout time.Duration, log *slog.Logger) *Buyer {
+	return &Buyer{stock: st, redis: redis, pub: pub, settler: settler, redisTimeout: redisTimeout, log: log, now: time.Now,
 		retries: make(chan release, retryQueue)}
 }
 
+// verdict is what a purchase comes to after its publish.
+type verdict int
+
+const (
+	accept   verdict = iota + 1 // 202: the order exists or will
+	giveBack                    // 503: the order never will exist; release the unit
+	hold                        // 503 with the order id: fate unknown, keep the unit
+)
+
+// decide turns a publish result into a verdict, asking settle only when the
+// event may have reached the topic without an acknowledgement. It returns
+// the error that explains a 503.
+func decide(pubErr error, settle func() (Settlement, error)) (verdict, error) {
+	switch {
+	case pubErr == nil:
+		return accept, nil
+	case errors.Is(pubErr, publish.ErrNotPublished):
+		return giveBack, pubErr
+	}
+	// Anything else, ErrUnconfirmed and errors of unknown kind alike, may
+	// have been written: only the order id's row can tell.
+	s, err := settle()
+	switch {
+	case err != nil:
+		return hold, fmt.Errorf("%w (%v), then %w", ErrUnresolved, pubErr, err)
+	case s == Abandoned:
+		return giveBack, pubErr
+	case s == Placed:
+		return accept, nil
+	}
+	return hold, fmt.Errorf("%w (%v), then settlement %v", ErrUnresolved, pubErr, s)
+}
+
 // Buy reserves one unit of itemID for userID and publishes the order. It
-// returns the order id only once the broker acknowledged the event.
+// returns the order id without error only once the order is certain: the
+// broker acknowledged the event, or PostgreSQL already holds the order.
+// With ErrUnresolved it returns the id too (see there); with any other
+// error, uuid.Nil.
 // ctx must not be a fasthttp RequestCtx's lifetime-bound value past return.
 // tokenID is the admission token's id when the sale is queued ("" if not);
 // a token that already bought a unit gives stock.ErrTokenSpent.
@@ -74,16 +123,29 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		return uuid.Nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 
-	payload, err := event.OrderPlaced{
+	placed := event.OrderPlaced{
 		Version: event.Version, OrderID: orderID, SaleID: saleID, ItemID: itemID,
 		UserID: userID, PlacedAt: b.now().UTC(),
-	}.Marshal()
-	if err == nil {
-		err = b.pub.Publish(itemID, payload)
 	}
+	payload, err := placed.Marshal()
 	if err != nil {
 		b.release(ctx, saleID, itemID, userID, oid)
+		return uuid.Nil, fmt.Errorf("%w: encode order: %v", ErrUnavailable, err)
+	}
+	v, err := decide(b.pub.Publish(itemID, payload), func() (Settlement, error) {
+		return b.settler.Settle(ctx, placed)
+	})
+	switch v {
+	case accept:
+	case giveBack:
+		b.release(ctx, saleID, itemID, userID, oid)
 		return uuid.Nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	default:
+		// Releasing now could sell the unit twice if the event was written;
+		// keeping it costs at most one unit until reconcile.
+		b.log.Error("publish unconfirmed and order not settled; unit kept reserved until the order appears or reconcile frees it",
+			"sale", saleID, "item", itemID, "order", oid, "err", err)
+		return orderID, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	// The order is accepted now, whatever follows. The record only lets
 	// polling say PROCESSING before the row exists; without it polling says
@@ -94,7 +156,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 	}
 	if tokenID != "" {
 		// Until this lands, the holder entry already stops a second purchase.
-		if err := b.stock.SpendToken(rctx, saleID, tokenID); err != nil {
+		if err := b.stock.SpendToken(rctx, saleID, userID, tokenID); err != nil {
 			b.log.Warn("admission token not marked spent", "sale", saleID, "err", err)
 		}
 	}
