@@ -27,6 +27,7 @@ import (
 	"flashsale/gateway/internal/ratelimit"
 	"flashsale/gateway/internal/web"
 	"flashsale/pkg/auth"
+	"flashsale/pkg/redisconn"
 	"flashsale/pkg/stock"
 )
 
@@ -38,6 +39,7 @@ type Gateway struct {
 	pool     *pgxpool.Pool
 	producer *publish.Producer
 	catalog  *catalog.Catalog
+	stock    *stock.Store
 	watcher  *catalog.Watcher
 	queue    *queue.Queue
 	bypass   *queue.Bypass
@@ -53,15 +55,15 @@ type Gateway struct {
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, log: log}
 	var err error
-	g.redis, err = rueidis.NewClient(rueidis.ClientOption{
-		InitAddress:       []string{cfg.RedisAddr},
+	// One node or a cluster's seed list: redisconn lets rueidis pick the mode.
+	g.redis, err = redisconn.New(cfg.RedisAddr, rueidis.ClientOption{
 		DisableCache:      true,
 		ConnWriteTimeout:  cfg.RedisTimeout,
 		Dialer:            net.Dialer{Timeout: cfg.RedisTimeout},
 		PipelineMultiplex: 2,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("connect redis %s: %w", cfg.RedisAddr, err)
+		return nil, err
 	}
 	g.pool, err = pgxpool.New(ctx, cfg.PostgresDSN)
 	if err != nil {
@@ -80,15 +82,23 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 		return nil, err
 	}
 	g.catalog = catalog.New(g.pool, cfg.GateKey)
+	g.stock = stock.New(g.redis, stock.WithShards(g.catalog.Shards))
 	if err := g.catalog.Refresh(ctx); err != nil {
 		g.Close()
 		return nil, err
 	}
-	g.watcher = catalog.NewWatcher(g.catalog, g.redis, log)
+	g.watcher = catalog.NewWatcher(g.catalog, g.redis, g.stock, log)
 	if err := g.watcher.Poll(ctx); err != nil {
 		log.Warn("first stock poll failed", "err", err)
 	}
 	signer, err := admission.NewSigner(cfg.GateKey)
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	// Settles purchases whose publish was not confirmed; one bounded call on
+	// the purchase path, like a Redis call.
+	settler, err := purchase.NewSettler(g.pool, cfg.RedisTimeout)
 	if err != nil {
 		g.Close()
 		return nil, err
@@ -106,7 +116,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 		PowChallengeTTL: cfg.PowChallengeTTL,
 		Bypass:          g.bypass,
 		Catalog:         g.catalog,
-		Buyer:           purchase.NewBuyer(g.redis, stock.New(g.redis), g.producer, cfg.RedisTimeout, log),
+		Buyer:           purchase.NewBuyer(g.redis, g.stock, g.producer, settler, cfg.RedisTimeout, log),
 		Verifier:        verifier,
 		Orders:          &fasthttp.HostClient{Addr: cfg.OrdersvcAddr, MaxConns: 512, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second},
 		Log:             log,
@@ -133,6 +143,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 		return nil, fmt.Errorf("sale page: %w", err)
 	}
 	g.dash, err = web.NewDashboard(web.Sources{Catalog: g.catalog, Queue: g.queue, Metrics: g.api.Metrics,
+		Orders:         web.NewOrdersClient(cfg.OrdersvcAdminAddr, cfg.AdminToken, 500*time.Millisecond),
 		PurchaseLimits: g.api.PurchaseLimits, QueueLimits: g.api.QueueLimits,
 		AdminToken: cfg.AdminToken, RedisTimeout: cfg.RedisTimeout, Log: log})
 	if err != nil {

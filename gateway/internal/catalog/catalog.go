@@ -80,6 +80,9 @@ type Sale struct {
 	gate     string
 	gateB    []byte
 	Queue    QueueSettings
+	// StockShards is how many Redis shards hold each item's stock (see
+	// pkg/stock); fixed for the sale's life.
+	StockShards int
 }
 
 // QueueSettings are a sale's admission settings.
@@ -156,6 +159,16 @@ func (c *Catalog) Sale(id int64) (*Sale, bool) {
 // Sales returns every known sale.
 func (c *Catalog) Sales() map[int64]*Sale { return *c.sales.Load() }
 
+// Shards is how many stock shards a sale has (1 for a sale not in the
+// catalog, which the API refuses before any stock call); stock.WithShards
+// takes it.
+func (c *Catalog) Shards(saleID int64) int {
+	if s, ok := c.Sale(saleID); ok && s.StockShards > 0 {
+		return s.StockShards
+	}
+	return 1
+}
+
 // Loaded reports whether at least one refresh succeeded.
 func (c *Catalog) Loaded() bool { return c.loaded.Load() }
 
@@ -166,7 +179,7 @@ var ErrNoCatalog = errors.New("catalog: not loaded")
 func (c *Catalog) Refresh(ctx context.Context) error {
 	rows, err := c.pool.Query(ctx, `
 		SELECT s.id, s.name, s.starts_at, s.ends_at,
-		       s.queue_enabled, s.queue_draw, s.admission_rate, s.pow_difficulty,
+		       s.queue_enabled, s.queue_draw, s.admission_rate, s.pow_difficulty, s.stock_shards,
 		       i.id, i.product_id, i.name, i.price::text, i.quantity
 		FROM flash_sale s JOIN flash_sale_item i ON i.sale_id = s.id
 		WHERE s.ends_at > now() - interval '1 day'
@@ -184,7 +197,7 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 		)
 		var rateInt int
 		if err := rows.Scan(&sale.ID, &sale.Name, &sale.StartsAt, &sale.EndsAt,
-			&sale.Queue.Enabled, &sale.Queue.Draw, &rateInt, &sale.Queue.PowDifficulty,
+			&sale.Queue.Enabled, &sale.Queue.Draw, &rateInt, &sale.Queue.PowDifficulty, &sale.StockShards,
 			&it.ID, &it.ProductID, &it.Name, &it.Price, &it.Quantity); err != nil {
 			return fmt.Errorf("scan catalog: %w", err)
 		}
@@ -198,7 +211,7 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 				gate = Gate(c.gateKey, sale.ID)
 			}
 			s = &Sale{ID: sale.ID, Name: sale.Name, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt,
-				byID: map[int64]*Item{}, gate: gate, gateB: []byte(gate), Queue: sale.Queue}
+				byID: map[int64]*Item{}, gate: gate, gateB: []byte(gate), Queue: sale.Queue, StockShards: sale.StockShards}
 			s.Queue.AdmissionRate = float64(rateInt)
 			next[sale.ID] = s
 		}

@@ -22,17 +22,19 @@ import (
 type Watcher struct {
 	cat    *Catalog
 	client rueidis.Client
+	stock  *stock.Store
 	log    *slog.Logger
 }
 
-// NewWatcher ties a catalog to Redis.
-func NewWatcher(cat *Catalog, client rueidis.Client, log *slog.Logger) *Watcher {
-	return &Watcher{cat: cat, client: client, log: log}
+// NewWatcher ties a catalog to Redis; st names each item's stock keys.
+func NewWatcher(cat *Catalog, client rueidis.Client, st *stock.Store, log *slog.Logger) *Watcher {
+	return &Watcher{cat: cat, client: client, stock: st, log: log}
 }
 
 // Poll reads units left for every item of sales that have not ended.
 func (w *Watcher) Poll(ctx context.Context) error {
 	var items []*Item
+	var parts []int // keys per item: 1, or the pool and shards of a sharded item
 	var cmds rueidis.Commands
 	now := time.Now()
 	for _, s := range w.cat.Sales() {
@@ -40,23 +42,41 @@ func (w *Watcher) Poll(ctx context.Context) error {
 			continue
 		}
 		for _, it := range s.Items {
+			keys := w.stock.StockKeys(s.ID, it.ID)
 			items = append(items, it)
-			cmds = append(cmds, w.client.B().Get().Key(stock.StockKey(s.ID, it.ID)).Build())
+			parts = append(parts, len(keys))
+			for _, k := range keys {
+				cmds = append(cmds, w.client.B().Get().Key(k).Build())
+			}
 		}
 	}
 	if len(cmds) == 0 {
 		return nil
 	}
 	var errs []error
-	for i, r := range w.client.DoMulti(ctx, cmds...) {
-		n, err := r.AsInt64()
+	res := w.client.DoMulti(ctx, cmds...)
+	for i, it := range items {
+		var left int64
+		missing, failed := false, false
+		for _, r := range res[:parts[i]] {
+			n, err := r.AsInt64()
+			switch {
+			case rueidis.IsRedisNil(err):
+				missing = true
+			case err != nil:
+				errs = append(errs, err)
+				failed = true
+			default:
+				left += n
+			}
+		}
+		res = res[parts[i]:]
 		switch {
-		case rueidis.IsRedisNil(err):
-			items[i].live.left.Store(-1) // not loaded: unknown, not zero
-		case err != nil:
-			errs = append(errs, err)
+		case failed: // keep what was known
+		case missing:
+			it.live.left.Store(-1) // not loaded: unknown, not zero
 		default:
-			items[i].setLeft(n)
+			it.setLeft(left)
 		}
 	}
 	if len(errs) > 0 {
