@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"flashsale/e2e/harness"
+	"flashsale/pkg/audit"
 	"flashsale/pkg/outcome"
 	"flashsale/pkg/testenv"
 )
@@ -289,12 +290,16 @@ func TestBrokerNetworkFaults(t *testing.T) {
 	if phantom > 0 {
 		t.Errorf("%d orders were persisted for purchases answered 503 (their publish timed out in flight, the unit was released, the broker wrote the record after SIGCONT)", phantom)
 	}
-	_, _, rejected, err := d.rows(ctx, sl.id)
-	if err != nil {
+	// The gateway settles such a publish by writing the order REJECTED
+	// (PUBLISH_FAILED) before it answers 503; those rows are the refusals,
+	// and the rejected count below is of the others.
+	var tombstones, rejected int
+	if err := d.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE reject_reason = $2), count(*) FILTER (WHERE reject_reason IS DISTINCT FROM $2)
+		FROM flash_sale_order WHERE sale_id = $1 AND status = 'REJECTED'`, sl.id, audit.PublishFailed).Scan(&tombstones, &rejected); err != nil {
 		t.Fatal(err)
 	}
-	r.Answered = fmt.Sprintf("broker advertises %v (proxy %s): bypass %v; black hole on the proxy: %s; broker frozen: %s, Redis then held %d units for %d accepted; after SIGCONT: %s, first 202 %v after; %d orders persisted for purchases answered 503, %d shoppers told 202 then REJECTED",
+	r.Answered = fmt.Sprintf("broker advertises %v (proxy %s): bypass %v; black hole on the proxy: %s; broker frozen: %s, Redis then held %d units for %d accepted; after SIGCONT: %s, first 202 %v after; %d orders persisted for purchases answered 503 (%d settled REJECTED PUBLISH_FAILED by the gateway), %d shoppers told 202 then REJECTED",
 		advertised, px.addr, bypass, sl.summary(within(proxied)), sl.summary(in), len(held), acceptedBefore,
-		sl.summary(func(a answer) bool { return a.phase == thawed }), back.Round(time.Millisecond), phantom, rejected)
+		sl.summary(func(a answer) bool { return a.phase == thawed }), back.Round(time.Millisecond), phantom, tombstones, rejected)
 	r.Audit = "no reconcile; audit " + sl.audit(d)
 }

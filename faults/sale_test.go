@@ -600,13 +600,16 @@ func metric(ctx context.Context, url, name string) (float64, error) {
 }
 
 // unannounced counts the sale's order rows whose id no shopper was given in
-// a 202: orders that exist although their purchase was refused.
+// a 202: orders that exist although their purchase was refused. A gateway's
+// tombstone (REJECTED, audit.PublishFailed: it took the id of a publish it
+// gave up on, before answering 503) is the refusal itself, not counted.
 func (d *deps) unannounced(ctx context.Context, saleID int64, accepted map[string]string) (int, error) {
 	ids := make([]string, 0, len(accepted))
 	for id := range accepted {
 		ids = append(ids, id)
 	}
 	var n int
-	err := d.pool.QueryRow(ctx, `SELECT count(*) FROM flash_sale_order WHERE sale_id = $1 AND NOT (id::text = ANY($2::text[]))`, saleID, ids).Scan(&n)
+	err := d.pool.QueryRow(ctx, `SELECT count(*) FROM flash_sale_order WHERE sale_id = $1 AND NOT (id::text = ANY($2::text[]))
+		AND NOT (status = 'REJECTED' AND reject_reason IS NOT DISTINCT FROM $3)`, saleID, ids, audit.PublishFailed).Scan(&n)
 	return n, err
 }

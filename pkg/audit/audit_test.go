@@ -84,6 +84,15 @@ func (f *fixture) insertOrder(t *testing.T, id, user string) {
 	}
 }
 
+// insertRejected writes a REJECTED row whose unit was already given back.
+func (f *fixture) insertRejected(t *testing.T, id, user, reason string) {
+	t.Helper()
+	if _, err := f.pool.Exec(context.Background(), `INSERT INTO flash_sale_order (id, sale_id, item_id, user_id, status, created_at, expires_at, closed_at, reject_reason)
+		VALUES ($1, $2, $3, $4, 'REJECTED', now(), now(), now(), $5)`, id, f.sale, f.item, user, reason); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestAudit(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -106,6 +115,12 @@ func TestAudit(t *testing.T) {
 				break
 			}
 			delete(f.accepted, id)
+		}, func(v Verdict) bool { return !v.OK() && v.Duplicates == 1 }},
+		{"a gateway's tombstone for a publish it gave up on is no duplicate", func(t *testing.T, f *fixture) {
+			f.insertRejected(t, uuid.NewString(), "late", PublishFailed)
+		}, func(v Verdict) bool { return v.OK() && v.Duplicates == 0 }},
+		{"any other REJECTED row nobody was told about is a duplicate", func(t *testing.T, f *fixture) {
+			f.insertRejected(t, uuid.NewString(), "late", "ALREADY_ACTIVE")
 		}, func(v Verdict) bool { return !v.OK() && v.Duplicates == 1 }},
 		{"Redis stock drifting from PostgreSQL breaks conservation", func(t *testing.T, f *fixture) {
 			if err := f.st.Load(context.Background(), f.sale, []stock.ItemStock{{ItemID: f.item, Left: 5}}, nil); err != nil {

@@ -11,9 +11,10 @@ import (
 // apiError is a refusal with a stable code; its body is built once so that
 // refusing costs no allocation.
 type apiError struct {
-	status     int
-	body       []byte
-	retryAfter string
+	status        int
+	code, message string
+	body          []byte
+	retryAfter    string
 }
 
 func newAPIError(status int, code, message, retryAfter string) apiError {
@@ -21,7 +22,7 @@ func newAPIError(status int, code, message, retryAfter string) apiError {
 		Error   string `json:"error"`
 		Message string `json:"message"`
 	}{code, message})
-	return apiError{status: status, body: b, retryAfter: retryAfter}
+	return apiError{status: status, code: code, message: message, body: b, retryAfter: retryAfter}
 }
 
 // The refusals of the public API (see DESIGN.md).
@@ -50,6 +51,18 @@ func (e apiError) write(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set(fasthttp.HeaderRetryAfter, e.retryAfter)
 	}
 	ctx.SetBody(e.body)
+}
+
+// writeOrder writes e with the order id it concerns (a rare path: it
+// allocates).
+func (e apiError) writeOrder(ctx *fasthttp.RequestCtx, orderID string) {
+	e.write(ctx)
+	b, _ := json.Marshal(struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+		OrderID string `json:"orderId"`
+	}{e.code, e.message, orderID})
+	ctx.SetBody(b)
 }
 
 var (

@@ -248,6 +248,10 @@ func (a *API) buy(ctx *fasthttp.RequestCtx, saleID, itemID int64, gate []byte, i
 		a.refuse(ctx, outAlreadyPurchased, errAlreadyPurchased)
 	case errors.Is(err, stock.ErrTokenSpent):
 		a.refuse(ctx, outNotAdmitted, errNotAdmitted)
+	case errors.Is(err, purchase.ErrUnresolved):
+		// The order may still appear: give its id so the shopper can poll it.
+		a.Metrics.count(outUnavailable)
+		errUnavailable.writeOrder(ctx, orderID.String())
 	case errors.Is(err, stock.ErrNotLoaded):
 		// Never a false SOLD_OUT: the stock is unknown until reloaded
 		// from PostgreSQL. The counter is the alert, not a log per request.

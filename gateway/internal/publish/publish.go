@@ -13,9 +13,22 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
 
-// ErrNotAcked means the broker did not acknowledge the event in time or
-// refused it; the caller must give the reservation back.
-var ErrNotAcked = errors.New("publish: event not acknowledged by the broker")
+// Publish failures come in two kinds, and the caller must tell them apart:
+// only a definite one lets it give the reservation back without further ado.
+var (
+	// ErrNotPublished: the producer refused the event before taking it
+	// (local queue full, producer closed or failed, message too large). No
+	// copy of it exists anywhere; it never will.
+	ErrNotPublished = errors.New("publish: event refused by the producer")
+	// ErrUnconfirmed: the producer took the event but its delivery report
+	// is an error (ERR__MSG_TIMED_OUT above all). The event may still be in
+	// the topic: librdkafka reports a timeout also for a request in flight,
+	// which the broker can append after the report (librdkafka
+	// INTRODUCTION.md, idempotent producer; confluentinc/librdkafka#2188),
+	// and librdkafka's per-message persistence status is not exposed by
+	// confluent-kafka-go. The caller must settle the order another way.
+	ErrUnconfirmed = errors.New("publish: event not acknowledged by the broker, and maybe written")
+)
 
 // Config of the producer.
 type Config struct {
@@ -66,9 +79,10 @@ func New(cfg Config) (*Producer, error) {
 }
 
 // Publish sends value keyed by item id and blocks until the broker
-// acknowledged it (nil) or the delivery failed or timed out (ErrNotAcked).
-// It does not return early on cancellation: a message already handed to the
-// producer may still be delivered, and the caller must know which.
+// acknowledged it (nil), the producer refused it (ErrNotPublished), or its
+// delivery failed or timed out (ErrUnconfirmed). It does not return early
+// on cancellation: a message already handed to the producer may still be
+// delivered, and the caller must know which.
 func (p *Producer) Publish(itemID int64, value []byte) error {
 	p.inFlight.Add(1)
 	defer p.inFlight.Add(-1)
@@ -80,15 +94,19 @@ func (p *Producer) Publish(itemID int64, value []byte) error {
 		Value:          value,
 	}, done)
 	if err != nil {
-		return fmt.Errorf("%w: enqueue: %v", ErrNotAcked, err)
+		return fmt.Errorf("%w: enqueue: %v", ErrNotPublished, err)
 	}
 	ev := <-done
 	m, ok := ev.(*kafka.Message)
 	if !ok {
-		return fmt.Errorf("%w: unexpected delivery event %v", ErrNotAcked, ev)
+		return fmt.Errorf("%w: unexpected delivery event %v", ErrUnconfirmed, ev)
 	}
 	if m.TopicPartition.Error != nil {
-		return fmt.Errorf("%w: %v", ErrNotAcked, m.TopicPartition.Error)
+		// Every delivery error counts as maybe written, including broker
+		// refusals that look final: with retries, an earlier attempt of the
+		// same message may have been appended before the one that failed,
+		// and settling costs one PostgreSQL statement on a rare path.
+		return fmt.Errorf("%w: %v", ErrUnconfirmed, m.TopicPartition.Error)
 	}
 	return nil
 }

@@ -1,0 +1,200 @@
+package purchase
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/rueidis"
+
+	"flashsale/gateway/internal/publish"
+	"flashsale/pkg/accepted"
+	"flashsale/pkg/event"
+	"flashsale/pkg/stock"
+	"flashsale/pkg/testenv"
+)
+
+var (
+	errTimedOut = fmt.Errorf("%w: Local: Message timed out", publish.ErrUnconfirmed)
+	errRefused  = fmt.Errorf("%w: enqueue: Local: Queue full", publish.ErrNotPublished)
+	errNoDB     = errors.New("settle order: dial tcp 127.0.0.1:1: connect: connection refused")
+)
+
+// The decision after a publish, on its own: which publish errors need the
+// order settled, and what each settlement means.
+func TestDecide(t *testing.T) {
+	tests := []struct {
+		name       string
+		pubErr     error
+		settled    Settlement
+		settleErr  error
+		want       verdict
+		wantSettle bool // settle must be asked
+		wantErr    error
+	}{
+		// The broker acknowledged: nothing to settle.
+		{name: "acknowledged", want: accept},
+		// The producer never took the event: no copy can exist, give the unit back.
+		{name: "refused by the producer", pubErr: errRefused, want: giveBack, wantErr: publish.ErrNotPublished},
+		// Timed out in flight, and the gateway's REJECTED row took the id first.
+		{name: "unconfirmed, tombstone written", pubErr: errTimedOut, settled: Abandoned, want: giveBack, wantSettle: true, wantErr: publish.ErrUnconfirmed},
+		// Timed out, but the consumer had stored the order: it is real.
+		{name: "unconfirmed, order already stored", pubErr: errTimedOut, settled: Placed, want: accept, wantSettle: true},
+		// Timed out and PostgreSQL does not answer: keep the unit, fate unknown.
+		{name: "unconfirmed, PostgreSQL unreachable", pubErr: errTimedOut, settleErr: errNoDB, want: hold, wantSettle: true, wantErr: ErrUnresolved},
+		// An error of no known kind is treated as maybe written.
+		{name: "unknown publish error, tombstone written", pubErr: errors.New("boom"), settled: Abandoned, want: giveBack, wantSettle: true},
+		{name: "unknown publish error, order already stored", pubErr: errors.New("boom"), settled: Placed, want: accept, wantSettle: true},
+		// A settler answering nothing meaningful is not taken as either fate.
+		{name: "unconfirmed, no settlement", pubErr: errTimedOut, want: hold, wantSettle: true, wantErr: ErrUnresolved},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			asked := 0
+			got, err := decide(tt.pubErr, func() (Settlement, error) {
+				asked++
+				return tt.settled, tt.settleErr
+			})
+			if got != tt.want {
+				t.Errorf("verdict = %d, want %d", got, tt.want)
+			}
+			if want := map[bool]int{true: 1}[tt.wantSettle]; asked != want {
+				t.Errorf("settle asked %d times, want %d", asked, want)
+			}
+			switch {
+			case tt.want == accept && err != nil:
+				t.Errorf("accepted with error %v", err)
+			case tt.want != accept && err == nil:
+				t.Errorf("refused without an error")
+			case tt.wantErr != nil && !errors.Is(err, tt.wantErr):
+				t.Errorf("error %v, want one matching %v", err, tt.wantErr)
+			}
+			if tt.want != hold && errors.Is(err, ErrUnresolved) {
+				t.Errorf("error %v says unresolved for verdict %d", err, tt.want)
+			}
+		})
+	}
+}
+
+// fakePublisher answers every Publish with err; the broker's own behaviour is
+// tested in publish and in faults/.
+type fakePublisher struct{ err error }
+
+func (p fakePublisher) Publish(int64, []byte) error { return p.err }
+
+// fakeSettler records what it was asked and answers as told.
+type fakeSettler struct {
+	settled Settlement
+	err     error
+	asked   []event.OrderPlaced
+}
+
+func (s *fakeSettler) Settle(_ context.Context, o event.OrderPlaced) (Settlement, error) {
+	s.asked = append(s.asked, o)
+	return s.settled, s.err
+}
+
+var saleSeq atomic.Int64
+
+// The whole purchase against the real Redis: what each verdict does to the
+// reservation, the accepted record and the answer.
+func TestBuyAfterPublish(t *testing.T) {
+	testenv.Require(t, testenv.RedisAddr())
+	ctx := testenv.Context(t)
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	st := stock.New(rc)
+	const item, units = 1, 5
+
+	tests := []struct {
+		name      string
+		pubErr    error
+		settler   fakeSettler
+		want202   bool
+		wantHeld  bool // the unit stays reserved for the returned order id
+		wantAsked bool
+		wantErr   error
+	}{
+		{name: "acknowledged", want202: true, wantHeld: true},
+		{name: "refused by the producer: released", pubErr: errRefused, wantErr: ErrUnavailable},
+		{name: "unconfirmed, tombstone written: released", pubErr: errTimedOut, settler: fakeSettler{settled: Abandoned},
+			wantAsked: true, wantErr: ErrUnavailable},
+		{name: "unconfirmed, order already stored: accepted", pubErr: errTimedOut, settler: fakeSettler{settled: Placed},
+			want202: true, wantHeld: true, wantAsked: true},
+		{name: "unconfirmed, PostgreSQL unreachable: kept, id returned", pubErr: errTimedOut, settler: fakeSettler{err: errNoDB},
+			wantHeld: true, wantAsked: true, wantErr: ErrUnresolved},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sale := 8_000_000_000 + time.Now().UnixNano()%1_000_000_000*10 + saleSeq.Add(1)
+			t.Cleanup(func() {
+				rc.Do(context.Background(), rc.B().Del().Key(stock.StockKey(sale, item), stock.HoldersKey(sale)).Build())
+			})
+			if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: item, Left: units}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			settler := tt.settler
+			b := NewBuyer(rc, st, fakePublisher{tt.pubErr}, &settler, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+
+			id, err := b.Buy(ctx, sale, item, "alice", "")
+			if tt.want202 != (err == nil) {
+				t.Fatalf("Buy error %v, want accepted %v", err, tt.want202)
+			}
+			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Errorf("Buy error %v, want one matching %v", err, tt.wantErr)
+			}
+			if err != nil && !errors.Is(err, ErrUnavailable) {
+				t.Errorf("Buy error %v does not match ErrUnavailable (the 503 answer)", err)
+			}
+			if tt.wantHeld != (id != uuid.Nil) {
+				t.Errorf("Buy returned order id %v, want one: %v", id, tt.wantHeld)
+			}
+
+			holders, err := st.Holders(ctx, sale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			left, err := st.Left(ctx, sale, item)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantHeld {
+				if holders["alice"] != id.String() || left != units-1 {
+					t.Errorf("holders %v, %d left; want alice holding %s, %d left", holders, left, id, units-1)
+				}
+			} else if len(holders) != 0 || left != units {
+				t.Errorf("holders %v, %d left; want none and %d left (unit given back)", holders, left, units)
+			}
+
+			_, recorded, err := accepted.Owner(ctx, rc, id.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if recorded != tt.want202 {
+				t.Errorf("accepted record written %v, want %v (only for a 202)", recorded, tt.want202)
+			}
+
+			if asked := len(settler.asked) > 0; asked != tt.wantAsked {
+				t.Fatalf("settler asked %d times, want asked %v", len(settler.asked), tt.wantAsked)
+			}
+			if tt.wantAsked {
+				o := settler.asked[0]
+				if len(settler.asked) != 1 || o.SaleID != sale || o.ItemID != item || o.UserID != "alice" || o.OrderID == uuid.Nil {
+					t.Errorf("settler asked %+v, want once for alice's order in sale %d item %d", settler.asked, sale, item)
+				}
+				if id != uuid.Nil && o.OrderID != id {
+					t.Errorf("settled order %s, returned %s", o.OrderID, id)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,183 @@
+package purchase
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"flashsale/pkg/event"
+	"flashsale/pkg/schema"
+	"flashsale/pkg/testenv"
+)
+
+// settleDB is a migrated pool on the local stack's PostgreSQL and a sale
+// with one item of its own.
+func settleDB(t *testing.T) (pool *pgxpool.Pool, saleID, itemID int64) {
+	t.Helper()
+	testenv.Require(t, testenv.PostgresAddr())
+	ctx := testenv.Context(t)
+	if err := schema.MigrateDSN(ctx, testenv.PostgresDSN()); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, testenv.PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	now := time.Now()
+	if err := pool.QueryRow(ctx, `INSERT INTO flash_sale (name, starts_at, ends_at) VALUES ($1, $2, $3) RETURNING id`,
+		fmt.Sprintf("%.150s-%d", t.Name(), now.UnixNano()), now.Add(-time.Minute), now.Add(time.Hour)).Scan(&saleID); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO flash_sale_item (sale_id, product_id, name, price, quantity)
+		VALUES ($1, 'p', 'item', 1, 10) RETURNING id`, saleID).Scan(&itemID); err != nil {
+		t.Fatal(err)
+	}
+	return pool, saleID, itemID
+}
+
+func placedOrder(t *testing.T, saleID, itemID int64, user string) event.OrderPlaced {
+	t.Helper()
+	id, err := uuid.NewV7()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return event.OrderPlaced{Version: event.Version, OrderID: id, SaleID: saleID, ItemID: itemID, UserID: user,
+		PlacedAt: time.Now().UTC().Truncate(time.Microsecond)}
+}
+
+// orderRow is what PostgreSQL holds for an order id.
+type orderRow struct {
+	status, reason string
+	outbox         int // stock_release rows
+	sold           int // the item's sold column
+}
+
+func readOrder(t *testing.T, pool *pgxpool.Pool, o event.OrderPlaced) (orderRow, bool) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	var r orderRow
+	err := pool.QueryRow(ctx, `SELECT o.status, coalesce(o.reject_reason, ''),
+		    (SELECT count(*) FROM stock_release WHERE order_id = o.id), i.sold
+		FROM flash_sale_order o JOIN flash_sale_item i ON i.id = o.item_id WHERE o.id = $1`, o.OrderID).
+		Scan(&r.status, &r.reason, &r.outbox, &r.sold)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, true
+}
+
+// The settler against the real PostgreSQL: each fate of an order id.
+func TestSettle(t *testing.T) {
+	pool, saleID, itemID := settleDB(t)
+	ctx := testenv.Context(t)
+	s, err := NewSettler(pool, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("nobody stored it: tombstone written", func(t *testing.T) {
+		o := placedOrder(t, saleID, itemID, "alice")
+		got, err := s.Settle(ctx, o)
+		if err != nil || got != Abandoned {
+			t.Fatalf("Settle = %v, %v; want abandoned", got, err)
+		}
+		r, ok := readOrder(t, pool, o)
+		// No outbox row: the gateway gives the unit back itself, and a late
+		// copy of the event must find nothing to release.
+		if want := (orderRow{status: "REJECTED", reason: ReasonPublishFailed}); !ok || r != want {
+			t.Errorf("row %+v (exists %v), want %+v", r, ok, want)
+		}
+		again, err := s.Settle(ctx, o)
+		if err != nil || again != Abandoned {
+			t.Errorf("settling the same order again = %v, %v; want abandoned", again, err)
+		}
+	})
+
+	t.Run("the consumer stored it: placed", func(t *testing.T) {
+		o := placedOrder(t, saleID, itemID, "bob")
+		// The row as the consumer's PersistBatch writes an accepted order.
+		if _, err := pool.Exec(ctx, `INSERT INTO flash_sale_order (id, sale_id, item_id, user_id, status, created_at, expires_at)
+			VALUES ($1, $2, $3, $4, 'PENDING', $5, $6)`, o.OrderID, o.SaleID, o.ItemID, o.UserID, o.PlacedAt, o.PlacedAt.Add(10*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Settle(ctx, o)
+		if err != nil || got != Placed {
+			t.Fatalf("Settle = %v, %v; want placed", got, err)
+		}
+		if r, _ := readOrder(t, pool, o); r.status != "PENDING" || r.reason != "" {
+			t.Errorf("row %+v, want the consumer's PENDING row untouched", r)
+		}
+	})
+
+	t.Run("the consumer rejected it: placed", func(t *testing.T) {
+		o := placedOrder(t, saleID, itemID, "carol")
+		if _, err := pool.Exec(ctx, `INSERT INTO flash_sale_order (id, sale_id, item_id, user_id, status, created_at, expires_at, reject_reason)
+			VALUES ($1, $2, $3, $4, 'REJECTED', $5, $5, 'ALREADY_ACTIVE')`, o.OrderID, o.SaleID, o.ItemID, o.UserID, o.PlacedAt); err != nil {
+			t.Fatal(err)
+		}
+		// A 202 that polls REJECTED, with the unit returned by the
+		// consumer's outbox: the same as for any accepted order.
+		if got, err := s.Settle(ctx, o); err != nil || got != Placed {
+			t.Fatalf("Settle = %v, %v; want placed", got, err)
+		}
+	})
+
+	t.Run("PostgreSQL unreachable: unknown", func(t *testing.T) {
+		dead, err := pgxpool.New(ctx, "postgres://flashsale@127.0.0.1:1/flashsale?sslmode=disable&connect_timeout=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dead.Close()
+		ds, err := NewSettler(dead, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := placedOrder(t, saleID, itemID, "dave")
+		if got, err := ds.Settle(ctx, o); err == nil {
+			t.Fatalf("Settle = %v with no PostgreSQL, want an error", got)
+		}
+	})
+
+	// The item row locked FOR UPDATE (as the consumer's batch holds it)
+	// blocks the insert's foreign-key check. PostgreSQL must give up by
+	// itself within the settle timeout, so no row appears once the lock goes
+	// after the gateway stopped waiting and kept the unit.
+	t.Run("blocked past the timeout: unknown, and nothing written later", func(t *testing.T) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // released below; a second rollback is a no-op
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM flash_sale_item WHERE id = $1 FOR UPDATE`, itemID); err != nil {
+			t.Fatal(err)
+		}
+		short, err := NewSettler(pool, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := placedOrder(t, saleID, itemID, "erin")
+		got, err := short.Settle(ctx, o)
+		// 57014: the server cancelled the statement (statement_timeout),
+		// so its transaction is gone, not waiting for the lock.
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "57014" {
+			t.Fatalf("Settle = %v, %v while the item row is locked; want PostgreSQL's statement timeout (57014)", got, err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r, ok := readOrder(t, pool, o); ok {
+			t.Errorf("row %+v written after the settler gave up", r)
+		}
+	})
+}
