@@ -21,6 +21,7 @@ import (
 
 	"flashsale/benchmarks/report"
 	"flashsale/pkg/crowd"
+	"flashsale/pkg/redisconn"
 	"flashsale/pkg/stock"
 )
 
@@ -142,8 +143,8 @@ func Run(ctx context.Context, o Options, progress io.Writer) ([]report.Row, erro
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	defer r.pool.Close()
-	if r.redis, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{o.RedisAddr}, DisableCache: true}); err != nil {
-		return nil, fmt.Errorf("redis %s: %w", o.RedisAddr, err)
+	if r.redis, err = redisconn.New(o.RedisAddr, rueidis.ClientOption{DisableCache: true}); err != nil {
+		return nil, err
 	}
 	defer r.redis.Close()
 	r.stock = stock.New(r.redis)

@@ -9,13 +9,159 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
+
+	"flashsale/pkg/redisconn"
 )
 
 // Defaults match deploy/stack.sh; the FLASHSALE_* variables override them.
+// RedisAddr may be a comma-separated list (a cluster's seed nodes): every
+// binary accepts the same setting (see pkg/redisconn).
 func RedisAddr() string {
 	return env("FLASHSALE_REDIS_ADDR", "127.0.0.1:"+env("FLASHSALE_REDIS_PORT", "16379"))
+}
+
+// clusterNodes is how many nodes deploy/stack.sh starts for the cluster.
+const clusterNodes = 6
+
+// RedisClusterAddr is the seed list of the local Redis Cluster that
+// `deploy/stack.sh up` starts with FLASHSALE_REDIS_CLUSTER=1:
+// FLASHSALE_REDIS_CLUSTER_ADDR, or the six nodes from
+// FLASHSALE_REDIS_CLUSTER_PORT (17001) on.
+func RedisClusterAddr() string {
+	if v := os.Getenv("FLASHSALE_REDIS_CLUSTER_ADDR"); v != "" {
+		return v
+	}
+	base, err := strconv.Atoi(env("FLASHSALE_REDIS_CLUSTER_PORT", "17001"))
+	if err != nil {
+		base = 17001
+	}
+	addrs := make([]string, clusterNodes)
+	for i := range addrs {
+		addrs[i] = "127.0.0.1:" + strconv.Itoa(base+i)
+	}
+	return strings.Join(addrs, ",")
+}
+
+// ClusterRequired reports whether the Redis Cluster is part of this run's
+// stack (FLASHSALE_REDIS_CLUSTER=1, which `make test` sets): then a test
+// that needs it fails when it is down instead of skipping.
+func ClusterRequired() bool {
+	switch os.Getenv("FLASHSALE_REDIS_CLUSTER") {
+	case "1", "true", "yes":
+		return true
+	}
+	return false
+}
+
+// RequireCluster returns the local cluster's seed list once its state is
+// ok. When it is not up it fails t if ClusterRequired, and otherwise skips
+// t saying how to start it.
+func RequireCluster(t testing.TB) string {
+	t.Helper()
+	addr := RedisClusterAddr()
+	err := clusterOK(addr)
+	switch {
+	case err == nil:
+		return addr
+	case ClusterRequired():
+		t.Fatalf("Redis Cluster %s is not up (%v): run `make up CLUSTER=1` (FLASHSALE_REDIS_CLUSTER=1 is set, so this fails rather than skips)", addr, err)
+	default:
+		t.Skipf("Redis Cluster %s is not up (%v): run `make up CLUSTER=1` to run this test (make test does)", addr, err)
+	}
+	return ""
+}
+
+func clusterOK(list string) error {
+	addrs, err := redisconn.Addrs(list)
+	if err != nil {
+		return err
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs[:1], DisableCache: true, ForceSingleClient: true,
+		Dialer: net.Dialer{Timeout: 2 * time.Second}})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := c.Do(ctx, c.B().ClusterInfo().Build()).ToString()
+	if err != nil {
+		return fmt.Errorf("cluster info: %w", err)
+	}
+	if !strings.Contains(info, "cluster_state:ok") {
+		return fmt.Errorf("cluster state is not ok")
+	}
+	return nil
+}
+
+// RedisClient connects to addr (one node or a cluster's seed list) the way
+// the services do, and closes the client when the test ends.
+func RedisClient(t testing.TB, addr string) rueidis.Client {
+	t.Helper()
+	c, err := redisconn.New(addr, rueidis.ClientOption{DisableCache: true})
+	if err != nil {
+		t.Fatalf("redis %s: %v", addr, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// DeleteKeys removes every key matching pattern (SCAN MATCH syntax) from
+// every node behind c. On a cluster a key lives on one master, so one
+// SCAN (or one FLUSHDB) through the cluster client would see a single
+// node; this walks them all, and deletes key by key so no command spans
+// two slots. It returns how many keys it deleted.
+func DeleteKeys(ctx context.Context, c rueidis.Client, pattern string) (int, error) {
+	seen := map[string]struct{}{}
+	for addr, node := range c.Nodes() {
+		var cursor uint64
+		for {
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				return 0, fmt.Errorf("scan %s on %s: %w", pattern, addr, err)
+			}
+			for _, k := range e.Elements {
+				seen[k] = struct{}{}
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+	}
+	n := 0
+	for k := range seen {
+		d, err := c.Do(ctx, c.B().Del().Key(k).Build()).AsInt64()
+		if err != nil {
+			return n, fmt.Errorf("delete %s: %w", k, err)
+		}
+		n += int(d)
+	}
+	return n, nil
+}
+
+// FlushAll empties every master behind c (FLUSHALL on each; replicas
+// follow). Only for a test that owns its Redis: other tests sharing the
+// stack lose their keys too. Prefer DeleteKeys with the test's own prefix.
+func FlushAll(ctx context.Context, c rueidis.Client) error {
+	for addr, node := range c.Nodes() {
+		role, err := node.Do(ctx, node.B().Role().Build()).ToArray()
+		if err != nil || len(role) == 0 {
+			return fmt.Errorf("role of %s: %w", addr, err)
+		}
+		if r, _ := role[0].ToString(); r != "master" {
+			continue
+		}
+		if err := node.Do(ctx, node.B().Flushall().Build()).Error(); err != nil {
+			return fmt.Errorf("flushall on %s: %w", addr, err)
+		}
+	}
+	return nil
 }
 
 // KafkaBrokers is the bootstrap list of the Kafka-protocol broker.
@@ -35,10 +181,20 @@ func env(k, def string) string {
 	return def
 }
 
-// Require fails t unless every address accepts TCP connections.
+// Require fails t unless every address accepts TCP connections. An
+// argument may be a comma-separated list (a cluster's seeds): every entry
+// must answer.
 func Require(t testing.TB, addrs ...string) {
 	t.Helper()
+	var all []string
 	for _, a := range addrs {
+		for _, one := range strings.Split(a, ",") {
+			if one = strings.TrimSpace(one); one != "" {
+				all = append(all, one)
+			}
+		}
+	}
+	for _, a := range all {
 		c, err := net.DialTimeout("tcp", a, 2*time.Second)
 		if err != nil {
 			t.Fatalf("local stack server %s does not answer (%v): run `make up`", a, err)

@@ -13,6 +13,7 @@ import (
 
 	"flashsale/gateway/internal/ratelimit"
 	pkgconfig "flashsale/pkg/config"
+	"flashsale/pkg/redisconn"
 )
 
 // rule parses "rate/burst" (per second), or "0" / "off" to disable.
@@ -175,7 +176,9 @@ func (c Config) validate() error {
 	}
 	need(c.Addr != "", "FLASHSALE_GATEWAY_ADDR", "empty")
 	need(c.AdminAddr != "" && c.AdminAddr != c.Addr, "FLASHSALE_GATEWAY_ADMIN_ADDR", "empty or equal to the public address")
-	need(c.RedisAddr != "", "FLASHSALE_REDIS_ADDR", "empty")
+	if err := redisconn.Validate(c.RedisAddr); err != nil {
+		errs = append(errs, fmt.Errorf("FLASHSALE_REDIS_ADDR: %w", err))
+	}
 	need(c.KafkaBrokers != "", "FLASHSALE_KAFKA_BROKERS", "empty")
 	need(c.OrdersTopic != "", "FLASHSALE_ORDERS_TOPIC", "empty")
 	need(c.PostgresDSN != "", "FLASHSALE_PG_DSN", "empty")

@@ -22,6 +22,7 @@ import (
 	"flashsale/pkg/audit"
 	"flashsale/pkg/crowd"
 	"flashsale/pkg/outcome"
+	"flashsale/pkg/redisconn"
 	"flashsale/pkg/stackapi"
 	"flashsale/pkg/stock"
 )
@@ -77,9 +78,9 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 		return rep, fmt.Errorf("postgres: %w", err)
 	}
 	defer pool.Close()
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{o.RedisAddr}, DisableCache: true})
+	rc, err := redisconn.New(o.RedisAddr, rueidis.ClientOption{DisableCache: true})
 	if err != nil {
-		return rep, fmt.Errorf("redis %s: %w", o.RedisAddr, err)
+		return rep, err
 	}
 	defer rc.Close()
 	st := stock.New(rc)

@@ -12,7 +12,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
-	"flashsale/ordersvc/internal/metrics"
+	"flashsale/ordersvc/internal/lag"
 	"flashsale/ordersvc/internal/sale"
 	"flashsale/ordersvc/internal/store"
 	"flashsale/pkg/stock"
@@ -48,6 +48,7 @@ func (a *Admin) Handler(base context.Context) fasthttp.RequestHandler {
 	r.GET("/admin/sales/{saleId}", with(a.getSale))
 	r.POST("/admin/sales/{saleId}/load-stock", with(a.loadStock))
 	r.POST("/admin/sales/{saleId}/reconcile", with(a.reconcile))
+	r.GET("/admin/sales/{saleId}/status", with(a.status))
 	if a.webhook != nil {
 		// Authenticated by the body's signature, not the admin token.
 		r.POST("/webhooks/payment", func(ctx *fasthttp.RequestCtx) { a.webhook.handle(base, ctx) })
@@ -118,7 +119,7 @@ func (a *Admin) loadStock(base context.Context, rctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(base, AdminTimeout)
+	ctx, cancel := context.WithTimeout(base, AdminTimeout+a.sales.CatchUpTimeout())
 	defer cancel()
 	res, err := a.sales.LoadStock(ctx, id)
 	if err != nil {
@@ -130,9 +131,10 @@ func (a *Admin) loadStock(base context.Context, rctx *fasthttp.RequestCtx) {
 }
 
 // reconcile compares the sale's Redis copy with PostgreSQL and, with
-// ?repair=true, rewrites Redis from PostgreSQL. The answer is 200 with the
-// verdict in the body (clean, differences) either way; the verdict also
-// goes to /metrics.
+// ?repair=true, rewrites Redis from PostgreSQL once the consumer group has
+// caught up (409 CONSUMER_LAGGING when it does not within the bound). The
+// answer is 200 with the verdict in the body (clean, differences) either
+// way; the sale service exports the verdict to /metrics.
 func (a *Admin) reconcile(base context.Context, rctx *fasthttp.RequestCtx) {
 	id, ok := saleID(rctx)
 	if !ok {
@@ -147,16 +149,13 @@ func (a *Admin) reconcile(base context.Context, rctx *fasthttp.RequestCtx) {
 		}
 		repair = b
 	}
-	ctx, cancel := context.WithTimeout(base, AdminTimeout)
+	ctx, cancel := context.WithTimeout(base, AdminTimeout+a.sales.CatchUpTimeout())
 	defer cancel()
 	rec, err := a.sales.Reconcile(ctx, id, repair)
 	if err != nil {
 		a.fail(rctx, "reconcile", err)
 		return
 	}
-	a.health.metrics.ObserveReconcile(id, metrics.Reconciliation{
-		Differences: len(rec.Differences), InFlight: rec.InFlight, Leaked: rec.Leaked, Repaired: rec.Repaired, At: time.Now(),
-	})
 	if !rec.Clean {
 		a.log.Warn("redis differs from postgres", "sale", id, "differences", len(rec.Differences),
 			"inFlight", rec.InFlight, "leaked", rec.Leaked, "repaired", rec.Repaired)
@@ -164,8 +163,39 @@ func (a *Admin) reconcile(base context.Context, rctx *fasthttp.RequestCtx) {
 	writeJSON(rctx, fasthttp.StatusOK, rec)
 }
 
+// status answers the sale's order figures for the operators' dashboard
+// (sale.Status): orders by status overall and per item, the consumer lag,
+// the last reconcile verdict of this process.
+func (a *Admin) status(base context.Context, rctx *fasthttp.RequestCtx) {
+	id, ok := saleID(rctx)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(base, AdminTimeout)
+	defer cancel()
+	st, err := a.sales.Status(ctx, id)
+	if err != nil {
+		a.fail(rctx, "sale status", err)
+		return
+	}
+	writeJSON(rctx, fasthttp.StatusOK, st)
+}
+
+// laggingBody is the 409 CONSUMER_LAGGING answer: the usual error and
+// message, plus the lag left, so an operator sees how far behind it is.
+type laggingBody struct {
+	Error   string  `json:"error"`
+	Message string  `json:"message"`
+	Lag     lag.Lag `json:"lag"`
+}
+
 func (a *Admin) fail(rctx *fasthttp.RequestCtx, op string, err error) {
+	var lagging *lag.LaggingError
 	switch {
+	case errors.As(err, &lagging):
+		a.log.Warn("stock not computed: the order consumer lags", "op", op, "lag", lagging.Lag.Total)
+		rctx.Response.Header.Set("Retry-After", "5")
+		writeJSON(rctx, fasthttp.StatusConflict, laggingBody{Error: CodeConsumerLagging, Message: op + ": " + err.Error(), Lag: lagging.Lag})
 	case errors.Is(err, store.ErrNotFound):
 		writeError(rctx, fasthttp.StatusNotFound, CodeNotFound, "no such sale")
 	case errors.Is(err, sale.ErrInvalid):

@@ -22,6 +22,9 @@ const (
 	CodeInternal       = "INTERNAL"
 	CodeMethod         = "METHOD_NOT_ALLOWED"
 	CodeBusy           = "BUSY"
+	// CodeConsumerLagging: stock was not computed because the order
+	// consumer had not caught up with the orders topic; retry later.
+	CodeConsumerLagging = "CONSUMER_LAGGING"
 )
 
 type errorBody struct {

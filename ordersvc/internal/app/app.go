@@ -15,6 +15,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"flashsale/ordersvc/internal/config"
+	"flashsale/ordersvc/internal/lag"
+	"flashsale/pkg/redisconn"
 )
 
 // ErrUsage marks a bad command line.
@@ -29,6 +31,9 @@ commands:
   load-stock   --sale ID   load a sale's stock and holders into Redis from PostgreSQL
   reconcile    --sale ID [--repair]   compare Redis with PostgreSQL (one JSON line per difference,
                exit code 1 when they differ); --repair rewrites Redis, keeping orders in flight
+
+load-stock and reconcile --repair first wait (FLASHSALE_RECONCILE_CATCHUP_TIMEOUT) until the
+consumer group has committed every order in the orders topic, and fail if it has not.
 
 configuration comes from FLASHSALE_* environment variables (see internal/config).
 `
@@ -86,12 +91,19 @@ func openPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// openLag reads the consumer group's lag on the orders topic; load-stock
+// and a reconcile repair wait on it.
+func openLag(cfg config.Config) (*lag.Reader, error) {
+	return lag.New(lag.Config{Brokers: cfg.KafkaBrokers, Topic: cfg.OrdersTopic, Group: cfg.ConsumerGroup})
+}
+
 func openRedis(cfg config.Config) (rueidis.Client, error) {
 	// The stock keys are written by scripts and read once per admin call:
 	// client-side caching would only add invalidation traffic.
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{cfg.RedisAddr}, DisableCache: true})
+	// One node or a cluster's seed list: redisconn lets rueidis pick the mode.
+	rc, err := redisconn.New(cfg.RedisAddr, rueidis.ClientOption{DisableCache: true})
 	if err != nil {
-		return nil, fmt.Errorf("connect redis %s: %w", cfg.RedisAddr, err)
+		return nil, err
 	}
 	return rc, nil
 }

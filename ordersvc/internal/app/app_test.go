@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"flashsale/ordersvc/internal/app"
+	"flashsale/ordersvc/internal/lag"
 	"flashsale/ordersvc/internal/sale"
 	"flashsale/pkg/auth"
 	"flashsale/pkg/event"
@@ -63,12 +64,33 @@ func TestRunCommandLine(t *testing.T) {
 	}
 }
 
+// toolEnv is the environment of the command-line tools: the local stack,
+// and an orders topic and consumer group of the test's own (load-stock and
+// reconcile --repair wait for that group to catch up with that topic).
+func toolEnv(t *testing.T, extra map[string]string) (env func(string) string, topic, group string) {
+	t.Helper()
+	testenv.Require(t, testenv.PostgresAddr(), testenv.RedisAddr(), testenv.KafkaBrokers())
+	suffix := uuid.NewString()[:8]
+	topic, group = "test-tool-"+suffix, "test-tool-"+suffix
+	m := map[string]string{"FLASHSALE_PG_DSN": testenv.PostgresDSN(), "FLASHSALE_REDIS_ADDR": testenv.RedisAddr(),
+		"FLASHSALE_KAFKA_BROKERS": testenv.KafkaBrokers(), "FLASHSALE_ORDERS_TOPIC": topic, "FLASHSALE_CONSUMER_GROUP": group}
+	for k, v := range extra {
+		m[k] = v
+	}
+	env = getenv(m)
+	// Each test may be the first on a fresh database (tern serializes
+	// concurrent migrations with an advisory lock).
+	if err := app.Run(testenv.Context(t), []string{"migrate"}, env, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	return env, topic, group
+}
+
 // create-sale prints the sale; load-stock twice prints the same numbers.
 func TestCreateSaleAndLoadStock(t *testing.T) {
 	t.Parallel()
-	testenv.Require(t, testenv.PostgresAddr(), testenv.RedisAddr())
 	ctx := testenv.Context(t)
-	env := getenv(map[string]string{"FLASHSALE_PG_DSN": testenv.PostgresDSN(), "FLASHSALE_REDIS_ADDR": testenv.RedisAddr()})
+	env, _, _ := toolEnv(t, nil)
 	var out bytes.Buffer
 	if err := app.Run(ctx, []string{"migrate"}, env, &out); err != nil {
 		t.Fatal(err)
@@ -246,9 +268,8 @@ func TestServe(t *testing.T) {
 // ErrDifferences until --repair rewrites Redis.
 func TestReconcileCommand(t *testing.T) {
 	t.Parallel()
-	testenv.Require(t, testenv.PostgresAddr(), testenv.RedisAddr())
 	ctx := testenv.Context(t)
-	env := getenv(map[string]string{"FLASHSALE_PG_DSN": testenv.PostgresDSN(), "FLASHSALE_REDIS_ADDR": testenv.RedisAddr()})
+	env, _, _ := toolEnv(t, nil)
 	var out bytes.Buffer
 	if err := app.Run(ctx, []string{"create-sale", "--name", "reconcile " + t.Name(), "--starts-at", "+0s", "--item", "phone:10:3"}, env, &out); err != nil {
 		t.Fatal(err)
@@ -313,6 +334,78 @@ func TestReconcileCommand(t *testing.T) {
 	}
 	if err := app.Run(ctx, []string{"reconcile"}, env, &out); !errors.Is(err, app.ErrUsage) {
 		t.Errorf("reconcile without --sale: got %v, want ErrUsage", err)
+	}
+}
+
+// load-stock refuses to compute stock while an order sits in the orders
+// topic uncommitted by the consumer group, saying how far behind it is,
+// and loads once the group has committed it.
+func TestLoadStockWaitsForTheConsumer(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	env, topic, group := toolEnv(t, map[string]string{"FLASHSALE_RECONCILE_CATCHUP_TIMEOUT": "300ms"})
+	var out bytes.Buffer
+	if err := app.Run(ctx, []string{"create-sale", "--name", "lag " + t.Name(), "--starts-at", "+0s", "--item", "phone:10:3"}, env, &out); err != nil {
+		t.Fatal(err)
+	}
+	var v sale.View
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, topic, event.OrderPlaced{Version: 1, OrderID: uuid.New(), SaleID: v.ID, ItemID: v.Items[0].ID, UserID: "alice", PlacedAt: time.Now()})
+
+	out.Reset()
+	err := app.Run(ctx, []string{"load-stock", "--sale", fmt.Sprint(v.ID)}, env, &out)
+	if !errors.Is(err, lag.ErrLagging) {
+		t.Fatalf("load-stock with an order uncommitted: got %v, want lag.ErrLagging", err)
+	}
+	for _, want := range []string{group, "1 messages behind", topic} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if out.Len() != 0 {
+		t.Errorf("load-stock printed %q although it loaded nothing", out.String())
+	}
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := stock.New(rc).Left(ctx, v.ID, v.Items[0].ID); !errors.Is(err, stock.ErrNotLoaded) {
+		t.Errorf("stock after the refused load: got %v, want not loaded", err)
+	}
+
+	commitAll(t, topic, group, 1)
+	if err := app.Run(ctx, []string{"load-stock", "--sale", fmt.Sprint(v.ID)}, env, &out); err != nil {
+		t.Fatalf("load-stock once the group committed: %v", err)
+	}
+}
+
+// commitAll reads n messages of topic as a member of group and commits
+// them, as the order consumer does after persisting them.
+func commitAll(t *testing.T, topic, group string, n int) {
+	t.Helper()
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": testenv.KafkaBrokers(), "group.id": group,
+		"auto.offset.reset": "earliest", "enable.auto.commit": false, "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Subscribe(topic, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for read := 0; read < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d of %d messages of %s in 20s", read, n, topic)
+		}
+		if m, ok := c.Poll(100).(*kafka.Message); ok && m.TopicPartition.Error == nil {
+			read++
+		}
+	}
+	if _, err := c.Commit(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -57,7 +57,13 @@ func runReconcile(ctx context.Context, cfg config.Config, args []string, stdout 
 		return err
 	}
 	defer rc.Close()
-	rec, err := sale.NewService(store.New(pool), stock.New(rc), sale.WithAcceptedRecords(rc)).Reconcile(ctx, *id, *repair)
+	lr, err := openLag(cfg)
+	if err != nil {
+		return err
+	}
+	defer lr.Close()
+	rec, err := sale.NewService(store.New(pool), stock.New(rc), sale.WithAcceptedRecords(rc),
+		sale.WithCatchUp(lr, cfg.CatchUpTimeout)).Reconcile(ctx, *id, *repair)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"flashsale/ordersvc/internal/config"
 	"flashsale/ordersvc/internal/consumer"
 	"flashsale/ordersvc/internal/expiry"
+	"flashsale/ordersvc/internal/lag"
 	"flashsale/ordersvc/internal/metrics"
 	"flashsale/ordersvc/internal/relay"
 	"flashsale/ordersvc/internal/sale"
@@ -68,11 +69,25 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			return err
 		}
 	}
+	lr, err := openLag(cfg)
+	if err != nil {
+		cons.Close()
+		return err
+	}
+	defer lr.Close()
+	tracker := lag.NewTracker(lr, func(rd lag.Reading) {
+		parts := make(map[int32]int64, len(rd.Lag.Partitions))
+		for _, p := range rd.Lag.Partitions {
+			parts[p.Partition] = p.Lag
+		}
+		m.ObserveConsumerLag(rd.Err == nil, rd.Lag.Total, parts, rd.At)
+	})
 	// Requests in flight at shutdown finish (their own timeouts bound them,
 	// well inside ShutdownTimeout) rather than fail on the cancelled root.
 	base := context.WithoutCancel(ctx)
 	public := newServer("ordersvc-public", api.NewPublic(st, rc, rl, verifier, health, log).Handler(base), 64<<10, log)
-	sales := sale.NewService(st, stk, sale.WithAcceptedRecords(rc))
+	sales := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithCatchUp(lr, cfg.CatchUpTimeout),
+		sale.WithLagTracker(tracker), sale.WithMetrics(m))
 	admin := newServer("ordersvc-admin", api.NewAdmin(sales, cfg.AdminToken, health, webhook, log).Handler(base), 2<<20, log)
 
 	var lc net.ListenConfig
@@ -96,6 +111,12 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	g.Go(func() error { return cons.Run(gctx) })
 	g.Go(func() error { return rl.Run(gctx, cfg.RelayInterval) })
 	g.Go(func() error { return sweeper.Run(gctx, cfg.ExpiryInterval) })
+	g.Go(func() error { return tracker.Run(gctx, cfg.LagInterval) })
+	if cfg.ReconcileInterval > 0 {
+		g.Go(func() error {
+			return sales.WatchOpenSales(gctx, cfg.ReconcileInterval, log.With("component", "reconcile"))
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		health.Drain()

@@ -124,7 +124,12 @@ func runLoadStock(ctx context.Context, cfg config.Config, args []string, stdout 
 		return err
 	}
 	defer rc.Close()
-	res, err := sale.NewService(store.New(pool), stock.New(rc)).LoadStock(ctx, *id)
+	lr, err := openLag(cfg)
+	if err != nil {
+		return err
+	}
+	defer lr.Close()
+	res, err := sale.NewService(store.New(pool), stock.New(rc), sale.WithCatchUp(lr, cfg.CatchUpTimeout)).LoadStock(ctx, *id)
 	if err != nil {
 		return err
 	}

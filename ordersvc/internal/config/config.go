@@ -13,6 +13,7 @@ import (
 	"time"
 
 	pkgconfig "flashsale/pkg/config"
+	"flashsale/pkg/redisconn"
 )
 
 // Mode says which secrets a subcommand needs: the tools that only talk to
@@ -54,6 +55,15 @@ type Config struct {
 	RelayInterval   time.Duration // FLASHSALE_RELAY_INTERVAL
 	ExpiryInterval  time.Duration // FLASHSALE_EXPIRY_INTERVAL
 	ExpiryBatch     int           // FLASHSALE_EXPIRY_BATCH
+	// CatchUpTimeout bounds how long load-stock and a reconcile repair wait
+	// for the consumer group to reach the orders topic's end before they
+	// compute stock from PostgreSQL. FLASHSALE_RECONCILE_CATCHUP_TIMEOUT
+	CatchUpTimeout time.Duration
+	// ReconcileInterval runs a read-only reconcile of every open sale this
+	// often (verdicts on /metrics and the status endpoint); 0 = off.
+	// FLASHSALE_RECONCILE_INTERVAL
+	ReconcileInterval time.Duration
+	LagInterval       time.Duration // FLASHSALE_LAG_INTERVAL, consumer lag readings for /metrics and status
 	// FLASHSALE_PAYMENT_WEBHOOK_SECRET or _FILE; empty: no webhook endpoint
 	PaymentWebhookSecret Secret
 	LogLevel             slog.Level // FLASHSALE_LOG_LEVEL
@@ -89,6 +99,10 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		ExpiryInterval:  src.Duration("FLASHSALE_EXPIRY_INTERVAL", time.Second),
 		ExpiryBatch:     src.Int("FLASHSALE_EXPIRY_BATCH", 500),
 
+		CatchUpTimeout:    src.Duration("FLASHSALE_RECONCILE_CATCHUP_TIMEOUT", 30*time.Second),
+		ReconcileInterval: src.Duration("FLASHSALE_RECONCILE_INTERVAL", 0),
+		LagInterval:       src.Duration("FLASHSALE_LAG_INTERVAL", 2*time.Second),
+
 		PaymentWebhookSecret: src.Secret("FLASHSALE_PAYMENT_WEBHOOK_SECRET"),
 	}
 	if lv := src.String("FLASHSALE_LOG_LEVEL", "info"); c.LogLevel.UnmarshalText([]byte(lv)) != nil {
@@ -111,7 +125,9 @@ func (c Config) Validate(mode Mode) error {
 			fail(name, "want host:port, got %q", v)
 		}
 	}
-	hostPort("FLASHSALE_REDIS_ADDR", c.RedisAddr)
+	if err := redisconn.Validate(c.RedisAddr); err != nil {
+		fail("FLASHSALE_REDIS_ADDR", "want host:port or a comma-separated list of them (cluster seeds): %v", err)
+	}
 	if strings.TrimSpace(c.KafkaBrokers) == "" {
 		fail("FLASHSALE_KAFKA_BROKERS", "empty")
 	}
@@ -149,6 +165,15 @@ func (c Config) Validate(mode Mode) error {
 	}
 	if c.ExpiryBatch < 1 || c.ExpiryBatch > 10000 {
 		fail("FLASHSALE_EXPIRY_BATCH", "want 1..10000, got %d", c.ExpiryBatch)
+	}
+	if c.CatchUpTimeout < 0 || c.CatchUpTimeout > 10*time.Minute {
+		fail("FLASHSALE_RECONCILE_CATCHUP_TIMEOUT", "want 0..10m, got %s", c.CatchUpTimeout)
+	}
+	if c.ReconcileInterval < 0 || (c.ReconcileInterval > 0 && c.ReconcileInterval < time.Second) {
+		fail("FLASHSALE_RECONCILE_INTERVAL", "want 0 (off) or >= 1s, got %s", c.ReconcileInterval)
+	}
+	if c.LagInterval < 100*time.Millisecond {
+		fail("FLASHSALE_LAG_INTERVAL", "want >= 100ms, got %s", c.LagInterval)
 	}
 	if mode == Serve {
 		if n := len(c.PaymentWebhookSecret); n > 0 && n < MinWebhookSecretLen {

@@ -28,7 +28,8 @@ func TestLoad(t *testing.T) {
 			if c.BatchSize != 500 || c.BatchWait != 20*time.Millisecond || c.OrdersTopic != "flash-sale-orders" ||
 				c.DLQTopic != "flash-sale-orders.dlq" || c.ConsumerGroup != "ordersvc" || c.Addr != "127.0.0.1:8090" ||
 				c.AdminAddr != "127.0.0.1:8091" || c.ShutdownTimeout != 15*time.Second || c.RelayInterval != 500*time.Millisecond ||
-				c.ExpiryInterval != time.Second || c.ExpiryBatch != 500 || len(c.PaymentWebhookSecret) != 0 {
+				c.ExpiryInterval != time.Second || c.ExpiryBatch != 500 || len(c.PaymentWebhookSecret) != 0 ||
+				c.CatchUpTimeout != 30*time.Second || c.ReconcileInterval != 0 || c.LagInterval != 2*time.Second {
 				t.Errorf("defaults: %+v", c)
 			}
 		}},
@@ -44,9 +45,11 @@ func TestLoad(t *testing.T) {
 		{name: "every bad value at once", mode: config.Tool, env: map[string]string{
 			"FLASHSALE_BATCH_SIZE": "0", "FLASHSALE_BATCH_WAIT": "soon", "FLASHSALE_REDIS_ADDR": "nohost",
 			"FLASHSALE_PG_DSN": "mysql://x", "FLASHSALE_DLQ_TOPIC": "flash-sale-orders", "FLASHSALE_LOG_LEVEL": "loud",
-			"FLASHSALE_EXPIRY_INTERVAL": "0s", "FLASHSALE_EXPIRY_BATCH": "0"},
+			"FLASHSALE_EXPIRY_INTERVAL": "0s", "FLASHSALE_EXPIRY_BATCH": "0",
+			"FLASHSALE_RECONCILE_CATCHUP_TIMEOUT": "-1s", "FLASHSALE_RECONCILE_INTERVAL": "10ms", "FLASHSALE_LAG_INTERVAL": "0s"},
 			wantErr: []string{"FLASHSALE_BATCH_SIZE", "FLASHSALE_BATCH_WAIT", "FLASHSALE_REDIS_ADDR", "FLASHSALE_PG_DSN", "FLASHSALE_DLQ_TOPIC", "FLASHSALE_LOG_LEVEL",
-				"FLASHSALE_EXPIRY_INTERVAL", "FLASHSALE_EXPIRY_BATCH"}},
+				"FLASHSALE_EXPIRY_INTERVAL", "FLASHSALE_EXPIRY_BATCH",
+				"FLASHSALE_RECONCILE_CATCHUP_TIMEOUT", "FLASHSALE_RECONCILE_INTERVAL", "FLASHSALE_LAG_INTERVAL"}},
 		{name: "short webhook secret", mode: config.Serve, env: merge(secrets, map[string]string{"FLASHSALE_PAYMENT_WEBHOOK_SECRET": "short"}),
 			wantErr: []string{"FLASHSALE_PAYMENT_WEBHOOK_SECRET"}},
 		{name: "webhook secret", mode: config.Serve, env: merge(secrets, map[string]string{"FLASHSALE_PAYMENT_WEBHOOK_SECRET": strings.Repeat("w", 32)}),

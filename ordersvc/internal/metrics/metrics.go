@@ -31,6 +31,31 @@ type Counters struct {
 	mu       sync.Mutex
 	rejected map[string]int64 // reason -> count
 	recon    map[int64]Reconciliation
+	lag      *ConsumerLag // nil until the first reading
+}
+
+// ConsumerLag is a reading of the order consumer group's lag on the orders
+// topic: messages not yet committed, in all and per partition.
+type ConsumerLag struct {
+	OK         bool            // false: the reading failed (the numbers are the last good ones)
+	Total      int64           // over every partition
+	Partitions map[int32]int64 // partition -> lag
+	At         time.Time       // of the last good reading
+}
+
+// ObserveConsumerLag records a lag reading; a failed one (ok false) keeps
+// the last good numbers and clears consumer_lag_read_ok.
+func (c *Counters) ObserveConsumerLag(ok bool, total int64, partitions map[int32]int64, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !ok {
+		if c.lag == nil {
+			c.lag = &ConsumerLag{}
+		}
+		c.lag.OK = false
+		return
+	}
+	c.lag = &ConsumerLag{OK: true, Total: total, Partitions: partitions, At: at}
 }
 
 // Reconciliation is the verdict of the last comparison of a sale's Redis
@@ -122,7 +147,38 @@ func (c *Counters) WriteTo(w io.Writer) (int64, error) {
 	counter("orders_cancelled_total", "Orders cancelled by their owner.", c.OrdersCancelled.Load())
 	counter("orders_expired_total", "Orders expired by this process's sweeper.", c.OrdersExpired.Load())
 	c.writeReconcile(cw)
+	c.writeLag(cw)
 	return cw.n, cw.err
+}
+
+// writeLag writes the last lag reading, once there was one; an alert on a
+// growing consumer_lag_messages is what says the consumer is stuck.
+func (c *Counters) writeLag(w io.Writer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lag == nil {
+		return
+	}
+	l := c.lag
+	ok := 0
+	if l.OK {
+		ok = 1
+	}
+	fmt.Fprintf(w, "# HELP consumer_lag_read_ok 1 when the last reading of the consumer lag succeeded.\n# TYPE consumer_lag_read_ok gauge\nconsumer_lag_read_ok %d\n", ok)
+	if l.At.IsZero() {
+		return
+	}
+	fmt.Fprintf(w, "# HELP consumer_lag_messages Orders-topic messages the consumer group has not committed, at the last good reading.\n# TYPE consumer_lag_messages gauge\nconsumer_lag_messages %d\n", l.Total)
+	parts := make([]int32, 0, len(l.Partitions))
+	for p := range l.Partitions {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	fmt.Fprintf(w, "# HELP consumer_lag_partition_messages Messages not yet committed, per partition.\n# TYPE consumer_lag_partition_messages gauge\n")
+	for _, p := range parts {
+		fmt.Fprintf(w, "consumer_lag_partition_messages{partition=\"%d\"} %d\n", p, l.Partitions[p])
+	}
+	fmt.Fprintf(w, "# HELP consumer_lag_timestamp_seconds Unix time of the last good reading of the consumer lag.\n# TYPE consumer_lag_timestamp_seconds gauge\nconsumer_lag_timestamp_seconds %d\n", l.At.Unix())
 }
 
 // writeReconcile writes the last verdict per sale as gauges; an alert on

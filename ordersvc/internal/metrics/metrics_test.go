@@ -57,3 +57,32 @@ func TestObserveReconcileBounded(t *testing.T) {
 		t.Errorf("kept the wrong sales:\n%s", b.String())
 	}
 }
+
+// The lag gauges appear with the first reading; a failed reading keeps the
+// last good numbers and says so.
+func TestConsumerLag(t *testing.T) {
+	var c metrics.Counters
+	write := func() string {
+		var b strings.Builder
+		if _, err := c.WriteTo(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	if out := write(); strings.Contains(out, "consumer_lag") {
+		t.Errorf("lag gauges before any reading:\n%s", out)
+	}
+	c.ObserveConsumerLag(true, 7, map[int32]int64{1: 5, 0: 2}, time.Unix(1700000000, 0))
+	c.ObserveConsumerLag(false, 0, nil, time.Unix(1700000005, 0))
+	out := write()
+	for _, want := range []string{
+		"consumer_lag_read_ok 0\n",
+		"# TYPE consumer_lag_messages gauge\nconsumer_lag_messages 7\n",
+		"consumer_lag_partition_messages{partition=\"0\"} 2\nconsumer_lag_partition_messages{partition=\"1\"} 5\n",
+		"consumer_lag_timestamp_seconds 1700000000\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

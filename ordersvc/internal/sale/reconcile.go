@@ -11,6 +11,8 @@ import (
 	"github.com/redis/rueidis"
 	"golang.org/x/sync/errgroup"
 
+	"flashsale/ordersvc/internal/lag"
+	"flashsale/ordersvc/internal/metrics"
 	"flashsale/ordersvc/internal/store"
 	"flashsale/pkg/accepted"
 	"flashsale/pkg/stock"
@@ -117,16 +119,36 @@ const DefaultSettle = 2 * time.Second
 // leaked otherwise. With repair, and differences found, it rewrites Redis
 // from PostgreSQL, keeping in-flight holders and their units, in one
 // transaction that is only applied if Redis did not change meanwhile (see
-// stock.Store.Reconcile).
+// stock.Store.Reconcile). Before a repair writes, it waits for the
+// consumer group to catch up with the orders topic (see awaitConsumer):
+// orders still in Kafka may have neither a row nor, after a Redis loss, a
+// holder. The verdict is kept for Status (LastVerdict).
 func (s *Service) Reconcile(ctx context.Context, saleID int64, repair bool) (Reconciliation, error) {
+	rec, err := s.reconcileOnce(ctx, saleID, repair)
+	s.record(saleID, rec, err)
+	return rec, err
+}
+
+func (s *Service) reconcileOnce(ctx context.Context, saleID int64, repair bool) (Reconciliation, error) {
 	if s.accepted == nil {
 		return Reconciliation{}, ErrNoAcceptedRecords
 	}
 	if repair {
-		// In-flight orders normally reach PostgreSQL within milliseconds,
-		// and then their items are known: rather than guess, wait a little.
 		rec, err := s.reconcile(ctx, saleID, false)
 		if err != nil {
+			return Reconciliation{}, err
+		}
+		if rec.Clean {
+			return rec, nil
+		}
+		if err := s.awaitConsumer(ctx); err != nil {
+			return Reconciliation{}, fmt.Errorf("repair sale %d: %w", saleID, err)
+		}
+		// The consumer caught up, so only purchases made after the wait
+		// started can still be in flight; those normally reach PostgreSQL
+		// within milliseconds, and then their items are known: rather than
+		// guess, wait a little.
+		if rec, err = s.reconcile(ctx, saleID, false); err != nil {
 			return Reconciliation{}, err
 		}
 		if rec.Clean {
@@ -443,6 +465,22 @@ type Option func(*Service)
 // accepted, not yet persisted orders (reconciliation needs them).
 func WithAcceptedRecords(rc rueidis.Client) Option {
 	return func(s *Service) { s.accepted = rc }
+}
+
+// WithCatchUp makes LoadStock and a repair wait, at most timeout, for the
+// consumer group read by r to reach the orders topic's end.
+func WithCatchUp(r *lag.Reader, timeout time.Duration) Option {
+	return func(s *Service) { s.lag, s.catchUp = r, timeout }
+}
+
+// WithLagTracker gives Status the periodic readings of the consumer lag.
+func WithLagTracker(t *lag.Tracker) Option {
+	return func(s *Service) { s.tracker = t }
+}
+
+// WithMetrics exports every reconcile verdict on m.
+func WithMetrics(m *metrics.Counters) Option {
+	return func(s *Service) { s.metrics = m }
 }
 
 // WithSettle sets how long a repair waits for in-flight orders whose item

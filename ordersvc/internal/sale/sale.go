@@ -14,6 +14,8 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"flashsale/ordersvc/internal/lag"
+	"flashsale/ordersvc/internal/metrics"
 	"flashsale/ordersvc/internal/store"
 	"flashsale/pkg/stock"
 )
@@ -87,6 +89,13 @@ type Service struct {
 	stock    *stock.Store
 	accepted rueidis.Client // the gateway's accepted-order records; nil when not needed
 	settle   time.Duration
+
+	lag     *lag.Reader // nil: stock is computed without waiting for the consumer
+	catchUp time.Duration
+	tracker *lag.Tracker      // periodic lag readings for Status; nil: none
+	metrics *metrics.Counters // reconcile verdicts exported; nil: none
+
+	verdicts verdicts
 }
 
 // NewService builds a service.
@@ -96,6 +105,33 @@ func NewService(st *store.Store, stk *stock.Store, opts ...Option) *Service {
 		o(s)
 	}
 	return s
+}
+
+// CatchUpTimeout is how long LoadStock and a repair may wait for the
+// consumer group (0 when they do not wait); callers size their own
+// deadlines with it.
+func (s *Service) CatchUpTimeout() time.Duration {
+	if s.lag == nil {
+		return 0
+	}
+	return s.catchUp
+}
+
+// awaitConsumer returns once the consumer group has committed every order
+// that was in the orders topic when it was called, or a *lag.LaggingError
+// past the catch-up bound. Stock computed from PostgreSQL before that would
+// put the units of orders still in Kafka on sale again: after a Redis loss
+// nothing else remembers them (their holders and accepted records are
+// gone). While a stock key is missing the gateways refuse every purchase
+// of the sale, so no new order of it enters the topic meanwhile.
+func (s *Service) awaitConsumer(ctx context.Context) error {
+	if s.lag == nil {
+		return nil
+	}
+	if _, err := s.lag.WaitCaughtUp(ctx, s.catchUp); err != nil {
+		return fmt.Errorf("wait for the order consumer: %w", err)
+	}
+	return nil
 }
 
 // Create validates and stores a sale.
@@ -127,8 +163,12 @@ type LoadedItem struct {
 // snapshot: per item quantity minus active orders, and the active holders.
 // It sets, never adds, so loading twice gives the same numbers. It is the
 // warm-up and repair step: run during a live sale it would also erase
-// reservations not yet persisted (reconciliation handles that case).
+// reservations not yet persisted (reconciliation handles that case). It
+// first waits for the consumer group to catch up (see awaitConsumer).
 func (s *Service) LoadStock(ctx context.Context, saleID int64) (LoadResult, error) {
+	if err := s.awaitConsumer(ctx); err != nil {
+		return LoadResult{}, fmt.Errorf("load stock of sale %d: %w", saleID, err)
+	}
 	snap, err := s.store.StockSnapshot(ctx, saleID)
 	if err != nil {
 		return LoadResult{}, err

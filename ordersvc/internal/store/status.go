@@ -1,0 +1,80 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Statuses lists every order status, in lifecycle order.
+var Statuses = []string{StatusPending, StatusPaid, StatusExpired, StatusCancelled, StatusRejected}
+
+// ItemStatusCounts is one item's orders by status; a status with no order
+// is absent.
+type ItemStatusCounts struct {
+	ItemID int64
+	Counts map[string]int64
+}
+
+// OrdersByStatus counts a sale's orders by item and status in one query.
+// The join on item_id is answered from the (item_id, status) index alone
+// (an index-only scan once the table is vacuumed), so a dashboard polling
+// it does not read the order rows. Items without orders are listed with no
+// counts; ErrNotFound for no sale.
+func (s *Store) OrdersByStatus(ctx context.Context, saleID int64) ([]ItemStatusCounts, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT i.id, o.status, count(o.item_id)
+		FROM flash_sale_item i
+		LEFT JOIN flash_sale_order o ON o.item_id = i.id
+		WHERE i.sale_id = $1
+		GROUP BY i.id, o.status
+		ORDER BY i.id`, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("count orders of sale %d by status: %w", saleID, err)
+	}
+	var (
+		out    []ItemStatusCounts
+		itemID int64
+		status *string
+		n      int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&itemID, &status, &n}, func() error {
+		if len(out) == 0 || out[len(out)-1].ItemID != itemID {
+			out = append(out, ItemStatusCounts{ItemID: itemID, Counts: map[string]int64{}})
+		}
+		if status != nil {
+			out[len(out)-1].Counts[*status] = n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count orders of sale %d by status: %w", saleID, err)
+	}
+	if len(out) == 0 {
+		// Every sale has items (Validate), so no row means no sale; a
+		// second query only on this path tells the two apart.
+		var exists bool
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM flash_sale WHERE id = $1)`, saleID).Scan(&exists); err != nil {
+			return nil, fmt.Errorf("read sale %d: %w", saleID, err)
+		}
+		if !exists {
+			return nil, fmt.Errorf("count orders of sale %d: %w", saleID, ErrNotFound)
+		}
+	}
+	return out, nil
+}
+
+// OpenSales lists the sales open at now: started and not ended.
+func (s *Store) OpenSales(ctx context.Context, now time.Time) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM flash_sale WHERE starts_at <= $1 AND ends_at > $1 ORDER BY id`, now)
+	if err != nil {
+		return nil, fmt.Errorf("list open sales: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("list open sales: %w", err)
+	}
+	return ids, nil
+}

@@ -1,0 +1,104 @@
+package redisconn_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/rueidis"
+
+	"flashsale/pkg/redisconn"
+	"flashsale/pkg/testenv"
+)
+
+func TestAddrs(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     []string
+		wantErr  bool
+	}{
+		// the single-node setting every deployment had before clusters
+		{"one", "127.0.0.1:16379", []string{"127.0.0.1:16379"}, false},
+		// a cluster's seed nodes, with the blanks people type
+		{"list", " 10.0.0.1:6379 , redis-2:6379,,", []string{"10.0.0.1:6379", "redis-2:6379"}, false},
+		{"ipv6", "[::1]:6379", []string{"[::1]:6379"}, false},
+		{"empty", " , ", nil, true},
+		{"no port", "127.0.0.1", nil, true},
+		{"bad port", "127.0.0.1:99999", nil, true},
+		{"no host", ":6379", nil, true},
+		// one bad entry spoils the list: a half-read seed list hides typos
+		{"one bad of two", "127.0.0.1:1,nope", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := redisconn.Addrs(tc.in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Addrs(%q) error %v, want error %v", tc.in, err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Addrs(%q) (-want +got):\n%s", tc.in, diff)
+			}
+		})
+	}
+}
+
+// The same constructor gives a single-node client for one plain Redis and a
+// cluster client for the cluster, and DeleteKeys reaches keys on every
+// master.
+func TestModeFollowsTheServer(t *testing.T) {
+	testenv.Require(t, testenv.RedisAddr())
+	single := testenv.RedisClient(t, testenv.RedisAddr())
+	if redisconn.IsCluster(single) {
+		t.Errorf("client of the single node %s is in cluster mode", testenv.RedisAddr())
+	}
+
+	addr := testenv.RequireCluster(t)
+	ctx := testenv.Context(t)
+	for _, seeds := range []string{addr, strings.Split(addr, ",")[0]} { // the list, or any one seed
+		c := testenv.RedisClient(t, seeds)
+		if !redisconn.IsCluster(c) {
+			t.Fatalf("client of %s is not in cluster mode", seeds)
+		}
+	}
+	c := testenv.RedisClient(t, addr)
+	prefix := fmt.Sprintf("redisconn-test-%d", time.Now().UnixNano())
+	masters := map[string]bool{}
+	const keys = 60
+	for i := range keys {
+		k := fmt.Sprintf("%s:%d", prefix, i)
+		if err := c.Do(ctx, c.B().Set().Key(k).Value("1").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		masters[nodeOf(t, ctx, c, k)] = true
+	}
+	if len(masters) < 2 {
+		t.Fatalf("%d keys landed on %d master(s); the cluster is not spreading slots", keys, len(masters))
+	}
+	n, err := testenv.DeleteKeys(ctx, c, prefix+":*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != keys {
+		t.Errorf("DeleteKeys removed %d keys, want %d", n, keys)
+	}
+	for i := range keys {
+		k := fmt.Sprintf("%s:%d", prefix, i)
+		if left, err := c.Do(ctx, c.B().Exists().Key(k).Build()).AsInt64(); err != nil || left != 0 {
+			t.Fatalf("key %s still exists (%d, %v)", k, left, err)
+		}
+	}
+}
+
+func nodeOf(t *testing.T, ctx context.Context, c rueidis.Client, key string) string {
+	t.Helper()
+	for addr, node := range c.Nodes() {
+		n, err := node.Do(ctx, node.B().Exists().Key(key).Build()).AsInt64()
+		if err == nil && n == 1 {
+			return addr
+		}
+	}
+	t.Fatalf("key %s on no node", key)
+	return ""
+}
