@@ -85,7 +85,14 @@ func (a *API) getQueue(ctx *fasthttp.RequestCtx) {
 		errUnavailable.write(ctx)
 		return
 	}
+	l, err := a.Queue.Size(c, s.ID)
+	if err != nil {
+		errUnavailable.write(ctx)
+		return
+	}
+	// queueLength: places admission has not reached yet (people waiting).
 	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"saleId": s.ID, "admittedUpTo": admitted, "admissionRate": rate,
+		"queueLength": l.Waiting, "joined": l.Joined,
 		"powDifficulty": s.Queue.PowDifficulty, "draw": s.Queue.Draw, "opensAt": s.StartsAt.UTC()})
 }
 

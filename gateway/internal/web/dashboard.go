@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"golang.org/x/sync/errgroup"
 
 	"flashsale/gateway/internal/catalog"
 	"flashsale/gateway/internal/httpapi"
@@ -24,6 +26,9 @@ import (
 type Sources struct {
 	Catalog *catalog.Catalog
 	Queue   *queue.Queue
+	// Orders reads orders by status, consumer lag and the reconcile verdict
+	// from the order service; nil leaves them out.
+	Orders *OrdersClient
 	// Metrics writes the gateway's counters in the Prometheus text format;
 	// the sampler reads them from there so a new outcome shows up unasked.
 	Metrics        io.WriterTo
@@ -161,6 +166,7 @@ type SaleState struct {
 	EndsAt   time.Time     `json:"endsAt"`
 	Items    []ItemState   `json:"items"`
 	Queue    QueueState    `json:"queue"`
+	Orders   *OrdersState  `json:"orders"` // null without an order service client
 }
 
 // ItemState is one item: its stock as last polled from Redis.
@@ -180,6 +186,10 @@ type QueueState struct {
 	PowDifficulty int     `json:"powDifficulty"`
 	AdmissionRate float64 `json:"admissionRate"`
 	AdmittedUpTo  *int64  `json:"admittedUpTo"` // null when Redis did not answer
+	// Waiting is how many places admission has not reached (people in the
+	// queue), Joined how many were handed out; null when Redis did not answer.
+	Waiting *int64 `json:"waiting"`
+	Joined  *int64 `json:"joined"`
 }
 
 // Series holds requests per second by outcome, one point per sample.
@@ -191,7 +201,7 @@ type Series struct {
 
 // Admin wraps the admin handler: /dashboard/ serves the page (static files,
 // no secret in them; the page asks for the admin token) and
-// GET /admin/dashboard the state, behind the admin credential.
+// GET /admin/dashboard[?sale=ID,ID] the state, behind the admin credential.
 func (d *Dashboard) Admin(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		if d.pages.serve(ctx, DashboardPrefix) {
@@ -209,9 +219,14 @@ func (d *Dashboard) Admin(next fasthttp.RequestHandler) fasthttp.RequestHandler 
 			writeError(ctx, fasthttp.StatusForbidden, "FORBIDDEN", "admin token required")
 			return
 		}
-		c, cancel := context.WithTimeout(context.Background(), 2*d.src.RedisTimeout)
+		ids, ok := parseIDs(ctx.QueryArgs().Peek("sale"))
+		if !ok {
+			writeError(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "sale must be a comma-separated list of ids")
+			return
+		}
+		c, cancel := context.WithTimeout(context.Background(), d.timeout())
 		defer cancel()
-		b, err := json.Marshal(d.State(c, time.Now()))
+		b, err := json.Marshal(d.State(c, time.Now(), ids))
 		if err != nil {
 			writeError(ctx, fasthttp.StatusInternalServerError, "INTERNAL", "state not encoded")
 			return
@@ -222,21 +237,69 @@ func (d *Dashboard) Admin(next fasthttp.RequestHandler) fasthttp.RequestHandler 
 	}
 }
 
-// State assembles the dashboard's view.
-func (d *Dashboard) State(ctx context.Context, now time.Time) State {
+// timeout bounds one state request: the Redis reads and the order
+// service's answer run side by side, each under its own bound.
+func (d *Dashboard) timeout() time.Duration {
+	t := 2 * d.src.RedisTimeout
+	if d.src.Orders != nil {
+		t = max(t, d.src.Orders.timeout+100*time.Millisecond)
+	}
+	return t
+}
+
+// parseIDs reads "1,2,3"; empty is no ids.
+func parseIDs(b []byte) ([]int64, bool) {
+	var ids []int64
+	for len(b) > 0 {
+		part, rest, _ := bytes.Cut(b, []byte(","))
+		b = rest
+		if len(part) == 0 {
+			continue
+		}
+		id, err := strconv.ParseInt(string(part), 10, 64)
+		if err != nil || id <= 0 {
+			return nil, false
+		}
+		ids = append(ids, id)
+	}
+	return ids, len(ids) <= 20
+}
+
+// DefaultSales is how many of the newest sales the dashboard shows when
+// none are asked for.
+const DefaultSales = 5
+
+// State assembles the dashboard's view of the sales asked for (unknown ids
+// are left out), or of the DefaultSales newest. Only those cost a look-up
+// in Redis and at the order service, however many sales the catalog holds.
+func (d *Dashboard) State(ctx context.Context, now time.Time, saleIDs []int64) State {
 	st := State{ServerTime: now.UTC(), Sales: []SaleState{}, Limits: map[string]Route{
 		"purchase": {User: d.src.PurchaseLimits.User.Rule(), IP: d.src.PurchaseLimits.IP.Rule()},
 		"queue":    {User: d.src.QueueLimits.User.Rule(), IP: d.src.QueueLimits.IP.Rule()},
 	}}
 	sales := d.src.Catalog.Sales()
 	ids := make([]int64, 0, len(sales))
-	for id := range sales {
-		ids = append(ids, id)
+	if len(saleIDs) > 0 {
+		for _, id := range saleIDs {
+			if _, ok := sales[id]; ok && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	} else {
+		for id := range sales {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i] > ids[j] }) // newest first
+		ids = ids[:min(len(ids), DefaultSales)]
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] > ids[j] }) // newest first
-	for _, id := range ids {
+	st.Sales = make([]SaleState, len(ids))
+	// The look-ups of each sale run side by side: the page waits for the
+	// slowest, not for their sum.
+	var g errgroup.Group
+	for i, id := range ids {
 		s := sales[id]
-		v := SaleState{ID: s.ID, Name: s.Name, State: s.StateAt(now), StartsAt: s.StartsAt.UTC(), EndsAt: s.EndsAt.UTC(),
+		v := &st.Sales[i]
+		*v = SaleState{ID: s.ID, Name: s.Name, State: s.StateAt(now), StartsAt: s.StartsAt.UTC(), EndsAt: s.EndsAt.UTC(),
 			Items: []ItemState{}, Queue: QueueState{Enabled: s.Queue.Enabled, Draw: s.Queue.Draw,
 				PowDifficulty: s.Queue.PowDifficulty, AdmissionRate: s.Queue.AdmissionRate}}
 		for _, it := range s.Items {
@@ -247,10 +310,17 @@ func (d *Dashboard) State(ctx context.Context, now time.Time) State {
 			v.Items = append(v.Items, iv)
 		}
 		if s.Queue.Enabled && d.src.Queue != nil {
-			d.queueState(ctx, s, &v.Queue, now)
+			g.Go(func() error { d.queueState(ctx, s, &v.Queue, now); return nil })
 		}
-		st.Sales = append(st.Sales, v)
+		if d.src.Orders != nil {
+			g.Go(func() error {
+				o := d.src.Orders.Sale(ctx, s.ID)
+				v.Orders = &o
+				return nil
+			})
+		}
 	}
+	_ = g.Wait() // every look-up records its own failure in the state
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if n := len(d.samples); n > 0 {
@@ -280,11 +350,11 @@ func (d *Dashboard) queueState(ctx context.Context, s *catalog.Sale, q *QueueSta
 	if !s.IsOpen(now) {
 		zero := int64(0)
 		q.AdmittedUpTo = &zero
-		return
-	}
-	admitted, _, err := d.src.Queue.Advance(ctx, s.ID, s.StartsAt, q.AdmissionRate, s.StateAt(now) == catalog.SoldOut)
-	if err == nil {
+	} else if admitted, _, err := d.src.Queue.Advance(ctx, s.ID, s.StartsAt, q.AdmissionRate, s.StateAt(now) == catalog.SoldOut); err == nil {
 		q.AdmittedUpTo = &admitted
+	}
+	if l, err := d.src.Queue.Size(ctx, s.ID); err == nil {
+		q.Waiting, q.Joined = &l.Waiting, &l.Joined
 	}
 }
 

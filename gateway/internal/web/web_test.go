@@ -91,6 +91,8 @@ func TestDashboardRoutes(t *testing.T) {
 		{"state refuses a wrong token", "GET", "/admin/dashboard", "admin-token-wrong-000000", 403},
 		{"state", "GET", "/admin/dashboard", "admin-token-0123456789", 200},
 		{"state is read only", "PUT", "/admin/dashboard", "admin-token-0123456789", 405},
+		{"state of chosen sales", "GET", "/admin/dashboard?sale=3,1", "admin-token-0123456789", 200},
+		{"state of a malformed sale list", "GET", "/admin/dashboard?sale=1,x", "admin-token-0123456789", 400},
 		{"other admin calls pass through", "GET", "/admin/limits", "", 599},
 		{"metrics pass through", "GET", "/metrics", "", 599},
 	}
@@ -113,7 +115,7 @@ func TestDashboardRates(t *testing.T) {
 	cm := d.src.Metrics.(*counting)
 	cm.extra = map[string]uint64{"accepted": 10, "sold_out_flag": 400}
 	d.Sample(t0.Add(2 * time.Second))
-	st := d.State(t.Context(), t0.Add(2*time.Second))
+	st := d.State(t.Context(), t0.Add(2*time.Second), nil)
 	if got, want := st.LastSecond["accepted"], 5.0; got != want {
 		t.Errorf("accepted/s %v, want %v", got, want)
 	}
@@ -137,7 +139,7 @@ func TestDashboardRates(t *testing.T) {
 	for i := range 400 {
 		d.Sample(t0.Add(time.Duration(3+i) * time.Second))
 	}
-	if got := len(d.State(t.Context(), t0).Series.Times); got != d.keep-1 {
+	if got := len(d.State(t.Context(), t0, nil).Series.Times); got != d.keep-1 {
 		t.Errorf("%d points, want %d", got, d.keep-1)
 	}
 }

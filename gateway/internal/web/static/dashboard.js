@@ -41,7 +41,9 @@ async function refresh() {
   clearTimeout(timer);
   let next = 2000;
   try {
-    const r = await call("GET", "/admin/dashboard");
+    // ?sale=ID[,ID] pins sales; otherwise the server sends the five newest.
+    const pinned = new URLSearchParams(location.search).get("sale");
+    const r = await call("GET", "/admin/dashboard" + (pinned ? "?sale=" + encodeURIComponent(pinned) : ""));
     if (r.status === 403) {
       sessionStorage.removeItem("flashsale.admin");
       $("login").classList.remove("hidden");
@@ -124,13 +126,12 @@ function renderChart(se) {
   });
 }
 
+const statuses = ["PENDING", "PAID", "EXPIRED", "CANCELLED", "REJECTED"];
+
 function renderSales(sales) {
   const box = $("sales");
   const keep = new Set();
-  // ?sale=ID[,ID] pins sales; otherwise the five newest.
-  const pinned = (new URLSearchParams(location.search).get("sale") || "").split(",").filter(Boolean);
-  const shown = pinned.length ? sales.filter((s) => pinned.includes(String(s.id))) : sales.slice(0, 5);
-  for (const s of shown) {
+  for (const s of sales) {
     const id = "sale-" + s.id;
     keep.add(id);
     let card = $(id);
@@ -140,6 +141,10 @@ function renderSales(sales) {
       card.id = id;
       card.innerHTML = '<div class="row"><h2 class="grow"></h2><span class="badge state"></span></div>' +
         '<table class="items"><thead><tr><th>item</th><th class="num">price</th><th class="num">quantity</th><th class="num">units left</th><th>stock</th></tr></thead><tbody></tbody></table>' +
+        '<div class="orders mt"><table class="by-status"><thead><tr><th>orders (order service)</th>' +
+        statuses.map((x) => '<th class="num">' + x.toLowerCase() + "</th>").join("") + '</tr></thead><tbody></tbody></table>' +
+        '<div class="row mt"><span class="lag"></span><span class="reconcile grow"></span></div>' +
+        '<div class="unavailable status error hidden"></div></div>' +
         '<div class="row queue mt"><div class="grow qinfo"></div>' +
         '<label>admission rate /s <input class="num rate" type="number" min="0" step="any"></label><button class="set-rate">Set</button><span class="muted msg"></span></div>';
       const input = card.querySelector(".rate");
@@ -172,16 +177,65 @@ function renderSales(sales) {
       bar.querySelector("span").style.width = pct + "%";
       if (it.soldOut) bar.append("sold out");
     }
+    renderOrders(card, s);
     const q = s.queue;
     card.querySelector(".queue").classList.toggle("hidden", !q.enabled);
     if (q.enabled) {
-      card.querySelector(".qinfo").textContent = "queue: admitted up to " + (q.admittedUpTo == null ? "?" : q.admittedUpTo.toLocaleString()) +
+      card.querySelector(".qinfo").textContent = "queue: " + (q.waiting == null ? "?" : q.waiting.toLocaleString()) + " waiting" +
+        (q.joined == null ? "" : " of " + q.joined.toLocaleString() + " joined") +
+        " · admitted up to " + (q.admittedUpTo == null ? "?" : q.admittedUpTo.toLocaleString()) +
         " at " + fmt(q.admissionRate) + "/s" + (q.draw ? " · draw at the opening" : "") + (q.powDifficulty ? " · proof of work " + q.powDifficulty + " bits" : "");
       const input = card.querySelector(".rate");
       if (!input.dataset.editing) input.value = q.admissionRate;
     }
   }
   for (const el of Array.from(box.children)) if (!keep.has(el.id)) el.remove();
+}
+
+// renderOrders shows the order service's figures for a sale: orders by
+// status per item and in all, the consumer's lag, the last reconcile; or
+// why the order service did not answer (the rest of the page still works).
+function renderOrders(card, s) {
+  const o = s.orders;
+  const box = card.querySelector(".orders");
+  box.classList.toggle("hidden", !o);
+  if (!o) return;
+  const un = card.querySelector(".unavailable");
+  un.classList.toggle("hidden", !o.unavailable);
+  un.textContent = o.unavailable ? "order service unavailable: " + o.unavailable : "";
+  const tb = card.querySelector(".by-status tbody");
+  tb.textContent = "";
+  card.querySelector(".by-status").classList.toggle("hidden", !!o.unavailable);
+  card.querySelector(".lag").textContent = "";
+  card.querySelector(".reconcile").textContent = "";
+  if (o.unavailable) return;
+  const names = new Map(s.items.map((it) => [it.id, it.name]));
+  const rows = (o.items || []).map((it) => ["item-" + it.itemId, names.get(it.itemId) || "item " + it.itemId, it.ordersByStatus]);
+  rows.push(["all", "all items", o.ordersByStatus]);
+  for (const [key, label, by] of rows) {
+    const tr = tb.insertRow();
+    tr.dataset.orders = key;
+    tr.insertCell().textContent = label;
+    for (const x of statuses) {
+      const td = tr.insertCell();
+      td.className = "num";
+      td.dataset.status = x;
+      td.textContent = ((by || {})[x] || 0).toLocaleString();
+    }
+  }
+  const lag = o.consumerLag || {};
+  const lagEl = card.querySelector(".lag");
+  lagEl.dataset.total = lag.error ? "" : String(lag.total);
+  lagEl.textContent = lag.error ? "consumer lag: unknown (" + lag.error + ")" :
+    "consumer lag: " + (lag.total || 0).toLocaleString() + " message" + (lag.total === 1 ? "" : "s") +
+    " over " + (lag.partitions || []).length + " partition" + ((lag.partitions || []).length === 1 ? "" : "s");
+  lagEl.className = "lag" + (lag.error || lag.total > 0 ? " warn" : "");
+  const rc = o.reconcile;
+  const rcEl = card.querySelector(".reconcile");
+  rcEl.dataset.verdict = rc ? rc.verdict : "";
+  rcEl.textContent = rc ? "reconcile " + new Date(rc.at).toLocaleTimeString() + ": " + rc.verdict + (rc.repaired ? " (repaired)" : "") +
+    (rc.summary ? " — " + rc.summary : "") : "reconcile: not run yet";
+  rcEl.className = "reconcile grow" + (rc && rc.verdict !== "OK" ? " warn" : "");
 }
 
 function renderLimits(l) {

@@ -22,6 +22,11 @@ const st = {
   blockedUntil: 0,      // server ms before which Buy stays disabled (429/503)
   final: "",            // SOLD_OUT, ALREADY_PURCHASED...: the Buy buttons stay off
   busy: false,
+  // What this page itself learned of an item's stock (its own reservation,
+  // a SOLD_OUT answer): {left, at}, by item id. The sale's stockLeft is
+  // the gateway's copy, refreshed once a second and polled here every few,
+  // so without this the bar still showed the unit the shopper just took.
+  local: {},
   saleTimer: 0, queueTimer: 0, orderTimer: 0, openingTimer: 0,
 };
 
@@ -72,6 +77,25 @@ const backoff = (ms, cap) => Math.min(cap, ms * 2) * (0.8 + Math.random() * 0.4)
 
 // ---- the sale: refreshed slowly, and exactly at the opening.
 let saleFailDelay = 1000;
+const localTrustMs = 5000; // after this the gateway's number wins (a returned unit raises it)
+
+// stockOf is the units left the page shows: the gateway's number, or what
+// the page learned since if that is lower and recent (stock only goes up
+// when a unit comes back, which the gateway's number shows soon enough).
+function stockOf(it) {
+  if (it.soldOut) return 0;
+  const l = st.local[it.id];
+  const server = it.stockLeft == null ? null : it.stockLeft;
+  if (!l || serverNow() - l.at > localTrustMs) return server;
+  return server == null ? l.left : Math.min(server, l.left);
+}
+function learned(itemId, left) {
+  st.local[itemId] = { left: Math.max(0, left), at: serverNow() };
+  // The gateway reads Redis once a second: ask again just after that, once.
+  clearTimeout(st.saleTimer);
+  st.saleTimer = setTimeout(loadSale, 1200);
+}
+
 async function loadSale() {
   clearTimeout(st.saleTimer);
   const r = await call("GET", api + encodeURIComponent(saleId));
@@ -182,12 +206,16 @@ async function buy(itemId) {
   try {
     const r = await call("POST", st.purchasePath + "/items/" + itemId + "/purchase", { admission: st.admission });
     if (r.status === 202) {
+      const it = st.sale.items.find((x) => x.id === itemId);
+      const before = it ? stockOf(it) : null;
+      if (before != null) learned(itemId, before - 1);
       st.order = { id: r.data.orderId, status: "PROCESSING" };
       st.final = "BOUGHT";
       showStatus("Processing your order…");
       pollOrder(500);
       return;
     }
+    if (r.code === "SOLD_OUT" || r.status === 410) learned(itemId, 0);
     refused(r, "buy");
   } finally {
     st.busy = false; render();
@@ -357,10 +385,10 @@ function render() {
   }
   for (const it of s.items) {
     const card = $("item-" + it.id);
-    const left = it.stockLeft == null ? null : it.stockLeft;
+    const left = stockOf(it);
     const pct = left == null ? 100 : Math.max(0, Math.min(100, (100 * left) / Math.max(1, it.quantity)));
     card.querySelector(".bar > span").style.width = pct + "%";
-    card.querySelector(".stock").textContent = it.soldOut || left === 0 ? "Sold out" :
+    card.querySelector(".stock").textContent = left === 0 ? "Sold out" :
       (left == null ? "" : left + " of " + it.quantity + " left");
     const b = card.querySelector("button");
     b.disabled = st.busy || !canBuy() || it.soldOut;
