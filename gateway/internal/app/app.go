@@ -204,9 +204,9 @@ func (g *Gateway) Metrics() *httpapi.Metrics { return g.api.Metrics }
 
 // Serve listens on the configured addresses until ctx ends, then shuts down.
 func (g *Gateway) Serve(ctx context.Context) error {
-	pub, err := net.Listen("tcp", g.cfg.Addr)
+	pub, err := listenPublic(g.cfg.Addr, g.cfg.ReusePort)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", g.cfg.Addr, err)
+		return err
 	}
 	adm, err := net.Listen("tcp", g.cfg.AdminAddr)
 	if err != nil {
