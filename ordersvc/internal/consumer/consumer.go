@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -80,6 +81,7 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 	kc, err := kafka.NewConsumer(&kafka.ConfigMap{
 		"bootstrap.servers":    cfg.Brokers,
 		"group.id":             cfg.Group,
+		"client.id":            clientID(),
 		"enable.auto.commit":   false,
 		"auto.offset.reset":    "earliest",
 		"enable.partition.eof": false,
@@ -101,6 +103,7 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 	}
 	kp, err := kafka.NewProducer(&kafka.ConfigMap{
 		"bootstrap.servers":      cfg.Brokers,
+		"client.id":              clientID(),
 		"acks":                   "all",
 		"enable.idempotence":     true,
 		"linger.ms":              5,
@@ -111,6 +114,18 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 		return nil, fmt.Errorf("create dead-letter producer: %w", err)
 	}
 	return &Consumer{cfg: cfg, store: st, stock: stk, relay: rl, log: log, metrics: m, consumer: kc, producer: kp}, nil
+}
+
+// clientID names this member in the broker's logs and the group's member
+// list. Several instances share the group (the broker gives each its own
+// member id and its share of the partitions); host and pid tell them apart
+// to an operator, where librdkafka's default names them all "rdkafka".
+func clientID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("ordersvc-%s-%d", host, os.Getpid())
 }
 
 // Ready reports whether the consumer is alive: subscribed and polling, or
