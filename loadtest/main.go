@@ -49,6 +49,7 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 	fs.IntVar(&o.Users, "users", o.Users, "distinct shoppers, one purchase each")
 	fs.IntVar(&o.Stock, "stock", o.Stock, "units on sale in all")
 	fs.IntVar(&o.Items, "items", o.Items, "items the stock is split over")
+	fs.IntVar(&o.Shards, "shards", o.Shards, "Redis shards per item's stock (for a Redis Cluster)")
 	fs.StringVar(&o.Profile, "profile", o.Profile, "herd (everyone at the opening), steady or ramp")
 	fs.IntVar(&o.Rate, "rate", o.Rate, "requests per second (0 with herd: as fast as the machine allows)")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "hard bound on the attack")

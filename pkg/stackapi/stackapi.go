@@ -38,6 +38,7 @@ type NewSale struct {
 	EndsAt            time.Time     `json:"endsAt"`
 	PaymentTTLSeconds int64         `json:"paymentTtlSeconds"`
 	Queue             *SaleQueue    `json:"queue,omitempty"`
+	StockShards       int           `json:"stockShards,omitempty"`
 	Items             []NewSaleItem `json:"items"`
 }
 

@@ -95,15 +95,18 @@ func itemOfKey(key string) (int64, bool) {
 // StockKeys lists the keys whose sum is an item's units left: its one stock
 // key, or the pool and every shard of a sharded sale. For readers that batch
 // many items in one round trip (Left does the same for one item).
-func (s *Store) StockKeys(saleID, itemID int64) []string {
-	l := s.layout(saleID)
+func (s *Store) StockKeys(saleID, itemID int64) ([]string, error) {
+	l, err := s.layout(saleID)
+	if err != nil {
+		return nil, err
+	}
 	if l.shards == 1 {
-		return []string{l.stockKey(0, itemID)}
+		return []string{l.stockKey(0, itemID)}, nil
 	}
 	keys := make([]string, 0, l.shards+1)
 	keys = append(keys, l.poolKey(itemID))
 	for k := range l.shards {
 		keys = append(keys, l.stockKey(k, itemID))
 	}
-	return keys
+	return keys, nil
 }

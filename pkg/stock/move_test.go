@@ -27,7 +27,7 @@ func movesStore(t *testing.T, shards int) (rueidis.Client, *Store, layout) {
 			c.Do(ctx, c.B().Del().Key(k).Build())
 		}
 	})
-	return c, New(c, WithShards(func(int64) int { return shards })), layout{sale: sale, shards: shards}
+	return c, New(c, WithShards(func(int64) (int, error) { return shards, nil })), layout{sale: sale, shards: shards}
 }
 
 // A move that stopped halfway (taken from the pool, never given: the

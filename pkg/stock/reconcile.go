@@ -41,7 +41,11 @@ type Copy struct {
 // the snapshot decide saw last.
 func (s *Store) Reconcile(ctx context.Context, saleID int64, itemIDs []int64,
 	decide func(context.Context, Snapshot) (*Copy, error)) (Snapshot, error) {
-	if l := s.layout(saleID); l.shards > 1 {
+	l, err := s.layout(saleID)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if l.shards > 1 {
 		return s.reconcileSharded(ctx, l, itemIDs, decide)
 	}
 	for range reconcileAttempts {

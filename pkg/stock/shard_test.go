@@ -20,11 +20,11 @@ import (
 func shardedSale(t *testing.T, shards int) (rueidis.Client, func() *stock.Store, int64) {
 	t.Helper()
 	c, _, sale := newSale(t)
-	layout := func(id int64) int {
+	layout := func(id int64) (int, error) {
 		if id == sale {
-			return shards
+			return shards, nil
 		}
-		return 1
+		return 1, nil
 	}
 	t.Cleanup(func() { cleanKeys(c, fmt.Sprintf("{fs:%d*", sale)) })
 	return c, func() *stock.Store { return stock.New(c, stock.WithShards(layout)) }, sale

@@ -46,7 +46,7 @@ type Store struct {
 	give     *rueidis.Lua
 	slotRead *rueidis.Lua
 	pause    *rueidis.Lua
-	shards   func(saleID int64) int
+	shards   func(saleID int64) (int, error)
 	refills  singleflight.Group
 }
 
@@ -55,8 +55,9 @@ type Option func(*Store)
 
 // WithShards tells the store how many shards each sale's stock has (see
 // layout). Without it every sale is unsharded. The answer must not change
-// during a sale: it decides where a shopper's keys are.
-func WithShards(shards func(saleID int64) int) Option {
+// during a sale: it decides where a shopper's keys are. An error fails the
+// call that needed it (a guess would send a release to the wrong keys).
+func WithShards(shards func(saleID int64) (int, error)) Option {
 	return func(s *Store) { s.shards = shards }
 }
 
@@ -79,12 +80,15 @@ func New(client rueidis.Client, opts ...Option) *Store {
 	return s
 }
 
-func (s *Store) layout(saleID int64) layout {
-	n := 1
-	if s.shards != nil {
-		n = min(max(s.shards(saleID), 1), MaxShards)
+func (s *Store) layout(saleID int64) (layout, error) {
+	if s.shards == nil {
+		return layout{sale: saleID, shards: 1}, nil
 	}
-	return layout{sale: saleID, shards: n}
+	n, err := s.shards(saleID)
+	if err != nil {
+		return layout{}, fmt.Errorf("stock shards of sale %d: %w", saleID, err)
+	}
+	return layout{sale: saleID, shards: min(max(n, 1), MaxShards)}, nil
 }
 
 // Keys of one sale. The hash tag {fs:<sale>} keeps them in one slot.
@@ -127,7 +131,10 @@ const refillRounds = 32
 // read empty, short of units caught in a move that another gateway is
 // making at that instant.
 func (s *Store) ReserveAdmitted(ctx context.Context, saleID, itemID int64, userID, orderID, tokenID string) (int64, error) {
-	l := s.layout(saleID)
+	l, err := s.layout(saleID)
+	if err != nil {
+		return 0, err
+	}
 	k := l.shardOf(userID)
 	n, err := s.reserveOn(ctx, l, k, itemID, userID, orderID, tokenID)
 	if l.shards == 1 || !errors.Is(err, ErrSoldOut) {
@@ -177,7 +184,10 @@ func (s *Store) reserveOn(ctx context.Context, l layout, k int, itemID int64, us
 // cannot admit another one. The set lives as long as a sale may; on a
 // sharded sale it is the one in userID's shard, where reserve checks it.
 func (s *Store) SpendToken(ctx context.Context, saleID int64, userID, tokenID string) error {
-	l := s.layout(saleID)
+	l, err := s.layout(saleID)
+	if err != nil {
+		return err
+	}
 	key := tokensOf(l.tag(l.shardOf(userID)))
 	for _, r := range s.client.DoMulti(ctx,
 		s.client.B().Sadd().Key(key).Member(tokenID).Build(),
@@ -204,7 +214,10 @@ func (s *Store) Drop(ctx context.Context, saleID, itemID int64, userID, orderID 
 }
 
 func (s *Store) release1(ctx context.Context, saleID, itemID int64, userID, orderID, mode string) (bool, error) {
-	l := s.layout(saleID)
+	l, err := s.layout(saleID)
+	if err != nil {
+		return false, err
+	}
 	k := l.shardOf(userID)
 	n, err := s.release.Exec(ctx, s.client,
 		[]string{l.stockKey(k, itemID), holdersOf(l.tag(k))},
@@ -242,7 +255,10 @@ func (s *Store) Load(ctx context.Context, saleID int64, items []ItemStock, holde
 			return fmt.Errorf("load sale %d: item %d has negative stock %d", saleID, it.ItemID, it.Left)
 		}
 	}
-	l := s.layout(saleID)
+	l, err := s.layout(saleID)
+	if err != nil {
+		return err
+	}
 	epoch := strconv.FormatInt(time.Now().UnixNano(), 36)
 	msg := strconv.FormatInt(saleID, 10)
 	if l.shards == 1 {
@@ -296,7 +312,10 @@ func (s *Store) loadSlot(ctx context.Context, l layout, tag, epoch, msg string, 
 // Left reads the units left of an item (the pool and every shard of a
 // sharded one); ErrNotLoaded when a key is missing.
 func (s *Store) Left(ctx context.Context, saleID, itemID int64) (int64, error) {
-	l := s.layout(saleID)
+	l, err := s.layout(saleID)
+	if err != nil {
+		return 0, err
+	}
 	keys := make([]string, 0, l.shards+1)
 	if l.shards > 1 {
 		keys = append(keys, l.poolKey(itemID))
@@ -325,7 +344,10 @@ func (s *Store) Left(ctx context.Context, saleID, itemID int64) (int64, error) {
 // Holders reads the active holders of a sale (user -> order id), from
 // every shard.
 func (s *Store) Holders(ctx context.Context, saleID int64) (map[string]string, error) {
-	l := s.layout(saleID)
+	l, err := s.layout(saleID)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]string{}
 	for k := range l.shards {
 		m, err := s.client.Do(ctx, s.client.B().Hgetall().Key(holdersOf(l.tag(k))).Build()).AsStrMap()

@@ -162,11 +162,11 @@ func (c *Catalog) Sales() map[int64]*Sale { return *c.sales.Load() }
 // Shards is how many stock shards a sale has (1 for a sale not in the
 // catalog, which the API refuses before any stock call); stock.WithShards
 // takes it.
-func (c *Catalog) Shards(saleID int64) int {
+func (c *Catalog) Shards(saleID int64) (int, error) {
 	if s, ok := c.Sale(saleID); ok && s.StockShards > 0 {
-		return s.StockShards
+		return s.StockShards, nil
 	}
-	return 1
+	return 1, nil
 }
 
 // Loaded reports whether at least one refresh succeeded.

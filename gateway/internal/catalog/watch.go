@@ -42,7 +42,10 @@ func (w *Watcher) Poll(ctx context.Context) error {
 			continue
 		}
 		for _, it := range s.Items {
-			keys := w.stock.StockKeys(s.ID, it.ID)
+			keys, err := w.stock.StockKeys(s.ID, it.ID)
+			if err != nil {
+				return err
+			}
 			items = append(items, it)
 			parts = append(parts, len(keys))
 			for _, k := range keys {

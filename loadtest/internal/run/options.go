@@ -27,6 +27,8 @@ type Options struct {
 	Users int // distinct shoppers, one purchase each
 	Stock int // units in all
 	Items int // items the stock is split over
+	// Shards splits each item's stock over this many Redis shards.
+	Shards int
 
 	Profile     string        // herd | steady | ramp
 	Rate        int           // requests/s; 0 with herd = as fast as the machine allows
@@ -76,6 +78,7 @@ func (o Options) Validate() error {
 	bad(o.Users > 0, "-users must be positive")
 	bad(o.Stock > 0, "-stock must be positive")
 	bad(o.Items > 0 && o.Items <= o.Stock, "-items must be between 1 and -stock")
+	bad(o.Shards >= 0 && o.Shards <= 64, "-shards must be between 1 and 64")
 	bad(o.Profile == "herd" || o.Profile == "steady" || o.Profile == "ramp", "-profile %q: want herd, steady or ramp", o.Profile)
 	bad(o.Profile == "herd" || o.Rate > 0, "-rate must be positive for the %s profile", o.Profile)
 	bad(!o.Queue || o.AdmissionRate > 0, "-admission-rate must be positive with -queue")

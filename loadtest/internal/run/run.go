@@ -83,7 +83,7 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 		return rep, err
 	}
 	defer rc.Close()
-	st := stock.New(rc)
+	st := stock.New(rc, stock.WithShards(func(int64) (int, error) { return max(o.Shards, 1), nil }))
 	api := &stackapi.Client{GatewayURL: o.GatewayURL, AdminURL: o.AdminURL, AdminToken: o.AdminToken,
 		HTTP: &http.Client{Timeout: 10 * time.Second}}
 
@@ -96,7 +96,8 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 
 	// Setup: the sale, its stock warmed up from PostgreSQL.
 	opens := time.Now().Add(o.OpenIn)
-	ns := stackapi.NewSale{Name: "loadtest " + prefix, StartsAt: opens, EndsAt: opens.Add(time.Hour), PaymentTTLSeconds: 600}
+	ns := stackapi.NewSale{Name: "loadtest " + prefix, StartsAt: opens, EndsAt: opens.Add(time.Hour), PaymentTTLSeconds: 600,
+		StockShards: o.Shards}
 	if o.Queue {
 		ns.Queue = &stackapi.SaleQueue{Enabled: true, Draw: true, AdmissionRate: o.AdmissionRate}
 	}

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"time"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,7 +64,7 @@ func runReconcile(ctx context.Context, cfg config.Config, args []string, stdout 
 		return err
 	}
 	defer lr.Close()
-	rec, err := sale.NewService(store.New(pool), stock.New(rc), sale.WithAcceptedRecords(rc),
+	rec, err := sale.NewService(store.New(pool), stock.New(rc, stock.WithShards(store.New(pool).ShardsOf(5*time.Second))), sale.WithAcceptedRecords(rc),
 		sale.WithCatchUp(lr, cfg.CatchUpTimeout)).Reconcile(ctx, *id, *repair)
 	if err != nil {
 		return err

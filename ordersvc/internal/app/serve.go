@@ -51,7 +51,8 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	defer rc.Close()
 
-	st, stk, m := store.New(pool), stock.New(rc), &metrics.Counters{}
+	st, m := store.New(pool), &metrics.Counters{}
+	stk := stock.New(rc, stock.WithShards(st.ShardsOf(5*time.Second)))
 	rl := relay.New(st, stk, log.With("component", "relay"), m)
 	cons, err := consumer.New(consumer.Config{
 		Brokers: cfg.KafkaBrokers, Topic: cfg.OrdersTopic, DLQTopic: cfg.DLQTopic, Group: cfg.ConsumerGroup,

@@ -71,6 +71,7 @@ func runCreateSale(ctx context.Context, cfg config.Config, args []string, stdout
 	draw := fs.Bool("queue-draw", store.DefaultQueue.Draw, "order early joiners by a random draw at the opening")
 	rate := fs.Int64("admission-rate", store.DefaultQueue.AdmissionRate, "shoppers admitted per second at the start")
 	pow := fs.Int("pow", 0, "proof-of-work difficulty (leading zero bits) to join the queue")
+	shards := fs.Int("shards", 1, "Redis shards per item's stock (more for a hot item on a Redis Cluster)")
 	var items itemFlags
 	fs.Var(&items, "item", "name:price:quantity[:productId], repeatable (at least one)")
 	if err := parseFlags(fs, args); err != nil {
@@ -81,7 +82,7 @@ func runCreateSale(ctx context.Context, cfg config.Config, args []string, stdout
 		return err
 	}
 	ns := store.NewSale{Name: *name, StartsAt: start, EndsAt: start.Add(*duration), PaymentTTL: *ttl,
-		Queue: store.Queue{Enabled: *queued, Draw: *draw, AdmissionRate: *rate, PowDifficulty: *pow}}
+		Queue: store.Queue{Enabled: *queued, Draw: *draw, AdmissionRate: *rate, PowDifficulty: *pow}, StockShards: *shards}
 	for _, spec := range items {
 		it, err := sale.ParseItem(spec)
 		if err != nil {
@@ -129,7 +130,7 @@ func runLoadStock(ctx context.Context, cfg config.Config, args []string, stdout 
 		return err
 	}
 	defer lr.Close()
-	res, err := sale.NewService(store.New(pool), stock.New(rc), sale.WithCatchUp(lr, cfg.CatchUpTimeout)).LoadStock(ctx, *id)
+	res, err := sale.NewService(store.New(pool), stock.New(rc, stock.WithShards(store.New(pool).ShardsOf(5*time.Second))), sale.WithCatchUp(lr, cfg.CatchUpTimeout)).LoadStock(ctx, *id)
 	if err != nil {
 		return err
 	}

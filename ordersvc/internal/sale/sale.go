@@ -64,6 +64,9 @@ func Validate(ns store.NewSale) error {
 	if ns.Queue.PowDifficulty < 0 || ns.Queue.PowDifficulty > 32 {
 		fail("queue.powDifficulty: want 0..32 bits, got %d", ns.Queue.PowDifficulty)
 	}
+	if ns.StockShards < 0 || ns.StockShards > stock.MaxShards {
+		fail("stockShards: want 1..%d (0 means 1), got %d", stock.MaxShards, ns.StockShards)
+	}
 	if len(ns.Items) == 0 || len(ns.Items) > MaxItems {
 		fail("items: want 1..%d, got %d", MaxItems, len(ns.Items))
 	}

@@ -19,6 +19,7 @@ type View struct {
 	EndsAt            time.Time  `json:"endsAt"`
 	PaymentTTLSeconds int64      `json:"paymentTtlSeconds"`
 	Queue             QueueView  `json:"queue"`
+	StockShards       int        `json:"stockShards"`
 	CreatedAt         time.Time  `json:"createdAt"`
 	Items             []ItemView `json:"items"`
 	Holders           *int       `json:"holders,omitempty"`
@@ -47,7 +48,7 @@ type ItemView struct {
 func viewOf(s store.Sale) View {
 	v := View{ID: s.ID, Name: s.Name, StartsAt: s.StartsAt.UTC(), EndsAt: s.EndsAt.UTC(),
 		PaymentTTLSeconds: int64(s.PaymentTTL / time.Second), CreatedAt: s.CreatedAt.UTC(), Items: []ItemView{},
-		Queue: QueueView(s.Queue)}
+		Queue: QueueView(s.Queue), StockShards: s.StockShards}
 	for _, it := range s.Items {
 		v.Items = append(v.Items, ItemView{ID: it.ID, ProductID: it.ProductID, Name: it.Name, Price: it.Price, Quantity: it.Quantity, Sold: it.Sold})
 	}
@@ -61,8 +62,11 @@ type CreateRequest struct {
 	EndsAt            time.Time `json:"endsAt"`
 	PaymentTTLSeconds int64     `json:"paymentTtlSeconds"`
 	// Queue is optional: without it the sale has no virtual queue.
-	Queue *QueueView    `json:"queue,omitempty"`
-	Items []ItemRequest `json:"items"`
+	Queue *QueueView `json:"queue,omitempty"`
+	// StockShards splits each item's stock over this many Redis shards
+	// (default 1; more for a hot item on a Redis Cluster).
+	StockShards int           `json:"stockShards,omitempty"`
+	Items       []ItemRequest `json:"items"`
 }
 
 // ItemRequest is one item of a CreateRequest.
@@ -115,7 +119,8 @@ func DecodeCreate(b []byte) (store.NewSale, error) {
 	}
 	const maxTTLSeconds = int64(MaxPaymentTTL / time.Second)
 	ttl := time.Duration(min(max(req.PaymentTTLSeconds, -1), maxTTLSeconds+1)) * time.Second // no overflow
-	ns := store.NewSale{Name: req.Name, StartsAt: req.StartsAt, EndsAt: req.EndsAt, PaymentTTL: ttl, Queue: store.DefaultQueue}
+	ns := store.NewSale{Name: req.Name, StartsAt: req.StartsAt, EndsAt: req.EndsAt, PaymentTTL: ttl, Queue: store.DefaultQueue,
+		StockShards: req.StockShards}
 	if req.Queue != nil {
 		ns.Queue = store.Queue(*req.Queue)
 	}

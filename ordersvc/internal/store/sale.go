@@ -19,7 +19,10 @@ type NewSale struct {
 	EndsAt     time.Time
 	PaymentTTL time.Duration
 	Queue      Queue
-	Items      []NewItem
+	// StockShards splits each item's stock over this many Redis shards
+	// (pkg/stock); 0 means 1.
+	StockShards int
+	Items       []NewItem
 }
 
 // Queue is a sale's admission settings, read by the gateways.
@@ -44,14 +47,15 @@ type NewItem struct {
 
 // Sale is a stored sale with its items.
 type Sale struct {
-	ID         int64
-	Name       string
-	StartsAt   time.Time
-	EndsAt     time.Time
-	PaymentTTL time.Duration
-	Queue      Queue
-	CreatedAt  time.Time
-	Items      []Item
+	ID          int64
+	Name        string
+	StartsAt    time.Time
+	EndsAt      time.Time
+	PaymentTTL  time.Duration
+	Queue       Queue
+	StockShards int
+	CreatedAt   time.Time
+	Items       []Item
 }
 
 // Item is a stored item. Sold counts units held by active orders.
@@ -67,15 +71,16 @@ type Item struct {
 
 // CreateSale writes a sale and its items in one transaction.
 func (s *Store) CreateSale(ctx context.Context, ns NewSale) (Sale, error) {
-	sale := Sale{Name: ns.Name, StartsAt: ns.StartsAt, EndsAt: ns.EndsAt, PaymentTTL: ns.PaymentTTL, Queue: ns.Queue}
+	sale := Sale{Name: ns.Name, StartsAt: ns.StartsAt, EndsAt: ns.EndsAt, PaymentTTL: ns.PaymentTTL, Queue: ns.Queue,
+		StockShards: max(ns.StockShards, 1)}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `
 			INSERT INTO flash_sale (name, starts_at, ends_at, payment_ttl,
-			                        queue_enabled, queue_draw, admission_rate, pow_difficulty)
-			VALUES ($1, $2, $3, make_interval(secs => $4), $5, $6, $7, $8)
+			                        queue_enabled, queue_draw, admission_rate, pow_difficulty, stock_shards)
+			VALUES ($1, $2, $3, make_interval(secs => $4), $5, $6, $7, $8, $9)
 			RETURNING id, starts_at, ends_at, created_at`,
 			ns.Name, ns.StartsAt, ns.EndsAt, ns.PaymentTTL.Seconds(),
-			ns.Queue.Enabled, ns.Queue.Draw, ns.Queue.AdmissionRate, ns.Queue.PowDifficulty,
+			ns.Queue.Enabled, ns.Queue.Draw, ns.Queue.AdmissionRate, ns.Queue.PowDifficulty, sale.StockShards,
 		).Scan(&sale.ID, &sale.StartsAt, &sale.EndsAt, &sale.CreatedAt)
 		if err != nil {
 			return fmt.Errorf("insert sale: %w", err)
@@ -124,10 +129,10 @@ func getSale(ctx context.Context, tx pgx.Tx, saleID int64) (Sale, error) {
 	var ttlMicros int64
 	err := tx.QueryRow(ctx, `
 		SELECT name, starts_at, ends_at, (extract(epoch FROM payment_ttl) * 1000000)::bigint, created_at,
-		       queue_enabled, queue_draw, admission_rate, pow_difficulty
+		       queue_enabled, queue_draw, admission_rate, pow_difficulty, stock_shards
 		FROM flash_sale WHERE id = $1`, saleID,
 	).Scan(&sale.Name, &sale.StartsAt, &sale.EndsAt, &ttlMicros, &sale.CreatedAt,
-		&sale.Queue.Enabled, &sale.Queue.Draw, &sale.Queue.AdmissionRate, &sale.Queue.PowDifficulty)
+		&sale.Queue.Enabled, &sale.Queue.Draw, &sale.Queue.AdmissionRate, &sale.Queue.PowDifficulty, &sale.StockShards)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Sale{}, ErrNotFound
 	}
