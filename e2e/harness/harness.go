@@ -1,7 +1,9 @@
 // Package harness starts the real gateway and order service binaries as
 // processes against the local stack (make up), each test with its own
 // ports, topics and consumer group, so black-box tests see exactly what a
-// deployment does.
+// deployment does: one of each, or several gateways behind one port and
+// several order services in one consumer group, on a single Redis or the
+// local Redis Cluster.
 package harness
 
 import (
@@ -13,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -72,17 +75,28 @@ func repoRoot() (string, error) {
 	return filepath.Dir(w), nil
 }
 
-// Stack is one gateway and one order service.
+// Stack is one or more gateways and one or more order services. With one
+// of each it is what it always was; with more, the gateways share one
+// public port through SO_REUSEPORT (each keeps its own admin port), and
+// the order services share one consumer group.
 type Stack struct {
-	GatewayURL      string
-	GatewayAdminURL string
-	OrdersURL       string
-	AdminURL        string // the order service's admin listener
-	Topic           string
-	Env             map[string]string
-	procEnv         map[string]map[string]string
-	procs           map[string]*proc
-	t               testing.TB
+	GatewayURL      string // the public port every gateway serves
+	GatewayAdminURL string // the first gateway's admin listener
+	OrdersURL       string // the first order service's public listener
+	AdminURL        string // the first order service's admin listener
+	// GatewayAdminURLs and OrdersvcAdminURLs have one entry per instance,
+	// in the order of GatewayNames and OrdersvcNames.
+	GatewayAdminURLs  []string
+	OrdersvcAdminURLs []string
+	OrdersURLs        []string
+	Topic             string
+	Env               map[string]string
+	procEnv           map[string]map[string]string
+	specs             map[string]procSpec
+	procs             map[string]*proc
+	gateways          []string
+	ordersvcs         []string
+	t                 testing.TB
 }
 
 type proc struct {
@@ -91,38 +105,88 @@ type proc struct {
 	done chan struct{}
 }
 
+// procSpec is how to start one instance again.
+type procSpec struct {
+	bin   string
+	args  []string
+	ready string            // readiness URL
+	env   map[string]string // over Stack.Env, under Options.ProcEnv
+}
+
 // Options change a stack's environment.
 type Options struct {
 	Env map[string]string // extra FLASHSALE_* settings
-	// ProcEnv overrides Env for one process ("gateway" or "ordersvc"), e.g.
-	// to send only the gateway's Redis traffic through a fault proxy.
+	// ProcEnv overrides Env for one process by name ("gateway",
+	// "ordersvc", or "gateway-2", "ordersvc-2", ... for the extra
+	// instances), e.g. to send only the gateway's Redis traffic through a
+	// fault proxy.
 	ProcEnv map[string]map[string]string
+	// Gateways is how many gateway processes serve the public port
+	// (FLASHSALE_REUSEPORT); 0 means 1.
+	Gateways int
+	// Ordersvcs is how many order service processes share the consumer
+	// group, each with its own ports; 0 means 1. The gateways proxy order
+	// polling to the first one.
+	Ordersvcs int
+	// RedisAddr is the Redis every process uses: one node or a cluster's
+	// seed list (testenv.RequireCluster). Empty means testenv.RedisAddr().
+	RedisAddr string
 }
 
-// Start builds the binaries if needed and starts both services. They stop
+// GatewayName and OrdersvcName name instance i (0-based): "gateway",
+// "gateway-2", ... The names are what Kill, Restart, Signal, Terminate
+// and Log take.
+func GatewayName(i int) string  { return instanceName("gateway", i) }
+func OrdersvcName(i int) string { return instanceName("ordersvc", i) }
+
+func instanceName(base string, i int) string {
+	if i == 0 {
+		return base
+	}
+	return fmt.Sprintf("%s-%d", base, i+1)
+}
+
+// GatewayNames and OrdersvcNames list the instances of this stack.
+func (s *Stack) GatewayNames() []string  { return slices.Clone(s.gateways) }
+func (s *Stack) OrdersvcNames() []string { return slices.Clone(s.ordersvcs) }
+
+// Start builds the binaries if needed and starts the services. They stop
 // when the test ends.
 func Start(t testing.TB, o Options) *Stack {
 	t.Helper()
-	testenv.Require(t, testenv.RedisAddr(), testenv.PostgresAddr(), testenv.KafkaBrokers())
+	redisAddr := o.RedisAddr
+	if redisAddr == "" {
+		redisAddr = testenv.RedisAddr()
+	}
+	testenv.Require(t, redisAddr, testenv.PostgresAddr(), testenv.KafkaBrokers())
 	dir, err := build()
 	if err != nil {
 		t.Fatal(err)
 	}
+	nGW, nOS := max(o.Gateways, 1), max(o.Ordersvcs, 1)
 	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
 	id := fmt.Sprintf("e2e-%s-%d", strings.ToLower(name), time.Now().UnixNano())
-	ports := freePorts(t, 4)
+	// one public port, an admin port per gateway, two per order service
+	ports := freePorts(t, 1+nGW+2*nOS)
+	gwAdmin, osPorts := ports[1:1+nGW], ports[1+nGW:]
 	s := &Stack{
-		GatewayURL:      "http://" + ports[0],
-		GatewayAdminURL: "http://" + ports[1],
-		OrdersURL:       "http://" + ports[2],
-		AdminURL:        "http://" + ports[3],
-		Topic:           id,
-		procEnv:         o.ProcEnv,
-		procs:           map[string]*proc{},
-		t:               t,
+		GatewayURL: "http://" + ports[0],
+		Topic:      id,
+		procEnv:    o.ProcEnv,
+		specs:      map[string]procSpec{},
+		procs:      map[string]*proc{},
+		t:          t,
 	}
+	for i := range nGW {
+		s.GatewayAdminURLs = append(s.GatewayAdminURLs, "http://"+gwAdmin[i])
+	}
+	for i := range nOS {
+		s.OrdersURLs = append(s.OrdersURLs, "http://"+osPorts[2*i])
+		s.OrdersvcAdminURLs = append(s.OrdersvcAdminURLs, "http://"+osPorts[2*i+1])
+	}
+	s.GatewayAdminURL, s.OrdersURL, s.AdminURL = s.GatewayAdminURLs[0], s.OrdersURLs[0], s.OrdersvcAdminURLs[0]
 	s.Env = map[string]string{
-		"FLASHSALE_REDIS_ADDR":          testenv.RedisAddr(),
+		"FLASHSALE_REDIS_ADDR":          redisAddr,
 		"FLASHSALE_PG_DSN":              testenv.PostgresDSN(),
 		"FLASHSALE_KAFKA_BROKERS":       testenv.KafkaBrokers(),
 		"FLASHSALE_ORDERS_TOPIC":        id,
@@ -132,9 +196,9 @@ func Start(t testing.TB, o Options) *Stack {
 		"FLASHSALE_GATE_KEY":            string(GateKey),
 		"FLASHSALE_ADMIN_TOKEN":         AdminToken,
 		"FLASHSALE_GATEWAY_ADDR":        ports[0],
-		"FLASHSALE_GATEWAY_ADMIN_ADDR":  ports[1],
-		"FLASHSALE_ORDERSVC_ADDR":       ports[2],
-		"FLASHSALE_ORDERSVC_ADMIN_ADDR": ports[3],
+		"FLASHSALE_GATEWAY_ADMIN_ADDR":  gwAdmin[0],
+		"FLASHSALE_ORDERSVC_ADDR":       osPorts[0],
+		"FLASHSALE_ORDERSVC_ADMIN_ADDR": osPorts[1],
 		"FLASHSALE_CATALOG_REFRESH":     "200ms",
 		"FLASHSALE_STOCK_POLL":          "200ms",
 		"FLASHSALE_LOG_LEVEL":           "info",
@@ -143,15 +207,31 @@ func Start(t testing.TB, o Options) *Stack {
 		"FLASHSALE_LIMIT_PURCHASE_IP": "off",
 		"FLASHSALE_LIMIT_QUEUE_IP":    "off",
 	}
+	if nGW > 1 {
+		s.Env["FLASHSALE_REUSEPORT"] = "true"
+	}
 	for k, v := range o.Env {
 		s.Env[k] = v
 	}
-	// The order service migrates the schema before the gateway reads it.
-	s.startProc(filepath.Join(dir, "ordersvc"), "ordersvc", "serve")
-	s.waitReady("ordersvc", s.AdminURL+"/readyz")
-	s.startProc(filepath.Join(dir, "gateway"), "gateway")
-	s.waitReady("gateway", s.GatewayAdminURL+"/readyz")
+	for i := range nOS {
+		n := OrdersvcName(i)
+		s.ordersvcs = append(s.ordersvcs, n)
+		s.specs[n] = procSpec{bin: filepath.Join(dir, "ordersvc"), args: []string{"serve"},
+			ready: s.OrdersvcAdminURLs[i] + "/readyz",
+			env:   map[string]string{"FLASHSALE_ORDERSVC_ADDR": osPorts[2*i], "FLASHSALE_ORDERSVC_ADMIN_ADDR": osPorts[2*i+1]}}
+	}
+	for i := range nGW {
+		n := GatewayName(i)
+		s.gateways = append(s.gateways, n)
+		s.specs[n] = procSpec{bin: filepath.Join(dir, "gateway"), ready: s.GatewayAdminURLs[i] + "/readyz",
+			env: map[string]string{"FLASHSALE_GATEWAY_ADMIN_ADDR": gwAdmin[i]}}
+	}
 	t.Cleanup(s.Stop)
+	// The first order service migrates the schema before anyone reads it.
+	for _, n := range append(s.OrdersvcNames(), s.GatewayNames()...) {
+		s.startProc(n)
+		s.waitReady(n)
+	}
 	return s
 }
 
@@ -173,20 +253,23 @@ func freePorts(t testing.TB, n int) []string {
 	return out
 }
 
-func (s *Stack) startProc(bin, name string, args ...string) {
+func (s *Stack) startProc(name string) {
 	s.t.Helper()
+	spec, ok := s.specs[name]
+	if !ok {
+		s.t.Fatalf("no process %s", name)
+	}
 	logPath := filepath.Join(s.t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(spec.bin, spec.args...)
 	cmd.Env = os.Environ()
-	for k, v := range s.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	for k, v := range s.procEnv[name] {
-		cmd.Env = append(cmd.Env, k+"="+v)
+	for _, layer := range []map[string]string{s.Env, spec.env, s.procEnv[name]} {
+		for k, v := range layer {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
 	}
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
@@ -197,8 +280,9 @@ func (s *Stack) startProc(bin, name string, args ...string) {
 	s.procs[name] = p
 }
 
-func (s *Stack) waitReady(name, url string) {
+func (s *Stack) waitReady(name string) {
 	s.t.Helper()
+	url := s.specs[name].ready
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -220,7 +304,11 @@ func (s *Stack) waitReady(name, url string) {
 
 // Log returns a process's output so far.
 func (s *Stack) Log(name string) string {
-	b, _ := os.ReadFile(s.procs[name].log)
+	p, ok := s.procs[name]
+	if !ok {
+		return "(no process " + name + ")"
+	}
+	b, _ := os.ReadFile(p.log)
 	if len(b) > 8000 {
 		b = b[len(b)-8000:]
 	}
@@ -229,7 +317,10 @@ func (s *Stack) Log(name string) string {
 
 // Kill sends SIGKILL to a service (fault tests), without cleanup.
 func (s *Stack) Kill(name string) {
-	p := s.procs[name]
+	p, ok := s.procs[name]
+	if !ok {
+		s.t.Fatalf("no process %s", name)
+	}
 	_ = p.cmd.Process.Kill()
 	<-p.done
 }
@@ -245,19 +336,17 @@ func (s *Stack) Signal(name string, sig os.Signal) error {
 	return p.cmd.Process.Signal(sig)
 }
 
-// Restart starts a killed or stopped service again with the same settings.
+// Restart starts a killed or stopped service again with the same settings
+// and waits until it is ready.
 func (s *Stack) Restart(name string) {
 	s.t.Helper()
-	dir, _ := build()
-	args := map[string][]string{"ordersvc": {"serve"}, "gateway": nil}[name]
-	s.startProc(filepath.Join(dir, name), name, args...)
-	ready := map[string]string{"ordersvc": s.AdminURL + "/readyz", "gateway": s.GatewayAdminURL + "/readyz"}[name]
-	s.waitReady(name, ready)
+	s.startProc(name)
+	s.waitReady(name)
 }
 
-// Stop shuts both services down gracefully (SIGTERM), the gateway first.
+// Stop shuts every service down gracefully (SIGTERM), the gateways first.
 func (s *Stack) Stop() {
-	for _, name := range []string{"gateway", "ordersvc"} {
+	for _, name := range append(s.GatewayNames(), s.OrdersvcNames()...) {
 		p, ok := s.procs[name]
 		if !ok {
 			continue
