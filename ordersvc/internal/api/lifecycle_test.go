@@ -203,7 +203,7 @@ func TestAdminReconcile(t *testing.T) {
 	st, stk := store.New(pool), stock.New(rc)
 	m := &metrics.Counters{}
 	h := api.NewHealth(st, m, nil)
-	c := serve(t, api.NewAdmin(sale.NewService(st, stk, sale.WithAcceptedRecords(rc)), adminToken, h, nil, quiet).Handler(context.Background()))
+	c := serve(t, api.NewAdmin(sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithMetrics(m)), adminToken, h, nil, quiet).Handler(context.Background()))
 	bearer := "Bearer " + string(adminToken)
 	s := testdb.Sale(t, st, 4)
 	testdb.Load(t, st, stk, s.ID)
