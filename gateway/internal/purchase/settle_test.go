@@ -3,6 +3,7 @@ package purchase
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,4 +181,54 @@ func TestSettle(t *testing.T) {
 			t.Errorf("row %+v written after the settler gave up", r)
 		}
 	})
+}
+
+// A burst of settlements, as a broker outage brings: concurrent calls share
+// transactions, and each still gets its own order's fate.
+func TestSettleBurst(t *testing.T) {
+	pool, saleID, itemID := settleDB(t)
+	ctx := testenv.Context(t)
+	s, err := NewSettler(pool, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	orders := make([]event.OrderPlaced, n)
+	want := make([]Settlement, n)
+	for i := range orders {
+		orders[i] = placedOrder(t, saleID, itemID, fmt.Sprintf("u%d", i))
+		want[i] = Abandoned
+		if i%3 == 0 { // every third one the consumer stored first
+			want[i] = Placed
+			o := orders[i]
+			if _, err := pool.Exec(ctx, `INSERT INTO flash_sale_order (id, sale_id, item_id, user_id, status, created_at, expires_at)
+				VALUES ($1, $2, $3, $4, 'PENDING', $5, $6)`, o.OrderID, o.SaleID, o.ItemID, o.UserID, o.PlacedAt, o.PlacedAt.Add(10*time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got := make([]Settlement, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range orders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = s.Settle(ctx, orders[i])
+		}()
+	}
+	wg.Wait()
+	for i := range orders {
+		if errs[i] != nil || got[i] != want[i] {
+			t.Errorf("order %d: %v, %v; want %v", i, got[i], errs[i], want[i])
+		}
+	}
+	var tombstones int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM flash_sale_order WHERE sale_id = $1 AND reject_reason = $2`,
+		saleID, ReasonPublishFailed).Scan(&tombstones); err != nil {
+		t.Fatal(err)
+	}
+	if tombstones != n-n/3 {
+		t.Errorf("%d tombstones, want %d", tombstones, n-n/3)
+	}
 }
