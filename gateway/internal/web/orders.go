@@ -141,11 +141,11 @@ type errStatus int
 func (e errStatus) Error() string {
 	switch int(e) {
 	case fasthttp.StatusUnauthorized, fasthttp.StatusForbidden:
-		return fmt.Sprintf("the order service refused the admin token (%d)", int(e))
+		return fmt.Sprintf("it refused the admin token (%d)", int(e))
 	case fasthttp.StatusNotFound:
-		return "the order service does not know this sale or has no status endpoint (404)"
+		return "it does not know this sale or has no status endpoint (404)"
 	}
-	return fmt.Sprintf("the order service answered %d", int(e))
+	return fmt.Sprintf("it answered %d", int(e))
 }
 
 func (c *OrdersClient) fetch(saleID int64) OrdersState {
@@ -166,19 +166,19 @@ func (c *OrdersClient) get(saleID int64) (*SaleOrders, error) {
 	req.Header.Set(fasthttp.HeaderAccept, "application/json")
 	if err := c.hc.DoTimeout(req, resp, c.timeout); err != nil {
 		if errors.Is(err, fasthttp.ErrTimeout) {
-			return nil, fmt.Errorf("order service %s did not answer within %v", c.hc.Addr, c.timeout)
+			return nil, fmt.Errorf("%s did not answer within %v", c.hc.Addr, c.timeout)
 		}
-		return nil, fmt.Errorf("order service %s: %w", c.hc.Addr, err)
+		return nil, fmt.Errorf("%s: %w", c.hc.Addr, err)
 	}
 	if code := resp.StatusCode(); code != fasthttp.StatusOK {
 		return nil, errStatus(code)
 	}
 	var o SaleOrders
 	if err := json.Unmarshal(resp.Body(), &o); err != nil {
-		return nil, fmt.Errorf("order service status of sale %d: %w", saleID, err)
+		return nil, fmt.Errorf("status of sale %d: %w", saleID, err)
 	}
 	if o.SaleID != saleID {
-		return nil, fmt.Errorf("order service answered for sale %d, asked %d", o.SaleID, saleID)
+		return nil, fmt.Errorf("it answered for sale %d, asked %d", o.SaleID, saleID)
 	}
 	return &o, nil
 }

@@ -201,7 +201,7 @@ func TestDashboardOrdersAndQueue(t *testing.T) {
 		reason string
 	}{
 		{"wrong admin token", NewOrdersClient(f.addr(), []byte("not-the-admin-token-0000"), 300*time.Millisecond), func() {}, "refused the admin token (401)"},
-		{"order service down", NewOrdersClient(deadAddr, []byte(ordersToken), 300*time.Millisecond), func() {}, "order service " + deadAddr},
+		{"order service down", NewOrdersClient(deadAddr, []byte(ordersToken), 300*time.Millisecond), func() {}, deadAddr + ": "},
 		{"order service too slow", oc, func() { f.delay.Store(int64(2 * time.Second)) }, "did not answer within 300ms"},
 		{"order service failing", oc, func() { f.delay.Store(0); f.status.Store(500) }, "answered 500"},
 		{"order service without the endpoint", oc, func() { f.status.Store(404) }, "404"},

@@ -144,7 +144,7 @@ function renderSales(sales) {
         '<div class="orders mt"><table class="by-status"><thead><tr><th>orders (order service)</th>' +
         statuses.map((x) => '<th class="num">' + x.toLowerCase() + "</th>").join("") + '</tr></thead><tbody></tbody></table>' +
         '<div class="row mt"><span class="lag"></span><span class="reconcile grow"></span></div>' +
-        '<div class="unavailable status error hidden"></div></div>' +
+        '<div class="unavailable hidden"></div></div>' +
         '<div class="row queue mt"><div class="grow qinfo"></div>' +
         '<label>admission rate /s <input class="num rate" type="number" min="0" step="any"></label><button class="set-rate">Set</button><span class="muted msg"></span></div>';
       const input = card.querySelector(".rate");
