@@ -16,6 +16,7 @@ const MaxShards = 64
 type layout struct {
 	sale   int64
 	shards int
+	tags   []string // shard k's hash tag (see shardTags); nil when unsharded
 }
 
 // base is the sale's own tag: every key of an unsharded sale, the pools of
@@ -27,7 +28,47 @@ func (l layout) tag(k int) string {
 	if l.shards <= 1 {
 		return l.base()
 	}
-	return "{fs:" + strconv.FormatInt(l.sale, 10) + ":" + strconv.Itoa(k) + "}"
+	return l.tags[k]
+}
+
+// slotCount is Redis Cluster's number of hash slots.
+const slotCount = 16384
+
+// shardTags names the shards of a sale so that shard k's slot falls in the
+// k-th of S equal slot ranges: "{fs:<sale>:<k>.<j>}" with the smallest j
+// that does. Clusters deal slots to masters in equal contiguous ranges, so
+// S shards over S masters land one per master instead of where chance puts
+// them (three random slots share a master 7 times in 9).
+func shardTags(sale int64, shards int) []string {
+	tags := make([]string, shards)
+	prefix := "fs:" + strconv.FormatInt(sale, 10) + ":"
+	for k := range shards {
+		lo, hi := k*slotCount/shards, (k+1)*slotCount/shards
+		for j := 0; ; j++ {
+			t := prefix + strconv.Itoa(k) + "." + strconv.Itoa(j)
+			if s := int(crc16(t) % slotCount); s >= lo && s < hi {
+				tags[k] = "{" + t + "}"
+				break
+			}
+		}
+	}
+	return tags
+}
+
+// crc16 is CRC-16/XMODEM, the hash Redis Cluster maps keys to slots with.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
 }
 
 // slots lists the tags holding the sale's keys: the base, then each shard's.

@@ -27,7 +27,7 @@ func movesStore(t *testing.T, shards int) (rueidis.Client, *Store, layout) {
 			c.Do(ctx, c.B().Del().Key(k).Build())
 		}
 	})
-	return c, New(c, WithShards(func(int64) (int, error) { return shards, nil })), layout{sale: sale, shards: shards}
+	return c, New(c, WithShards(func(int64) (int, error) { return shards, nil })), layout{sale: sale, shards: shards, tags: shardTags(sale, shards)}
 }
 
 // A move that stopped halfway (taken from the pool, never given: the
@@ -91,5 +91,22 @@ func TestMoveTakenBeforeALoadIsVoid(t *testing.T) {
 	}
 	if left, _ := s.Left(ctx, l.sale, 1); left != 40 {
 		t.Fatalf("left = %d, want the loaded 40", left)
+	}
+}
+
+// Shard tags land in equal slot ranges, one per master of an evenly dealt
+// cluster, and CRC-16 matches Redis' own (the example in the cluster spec).
+func TestShardTagsSpreadOverSlotRanges(t *testing.T) {
+	if got := crc16("123456789"); got != 0x31C3 {
+		t.Fatalf("crc16 = %#x, want 0x31c3", got)
+	}
+	for _, shards := range []int{2, 3, 6, 16} {
+		tags := shardTags(42, shards)
+		for k, tag := range tags {
+			slot := int(crc16(tag[1:len(tag)-1]) % slotCount)
+			if lo, hi := k*slotCount/shards, (k+1)*slotCount/shards; slot < lo || slot >= hi {
+				t.Errorf("shards=%d: %s in slot %d, want %d..%d", shards, tag, slot, lo, hi-1)
+			}
+		}
 	}
 }

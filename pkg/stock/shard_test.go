@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -14,32 +15,32 @@ import (
 	"flashsale/pkg/testenv"
 )
 
-// shardedSale is newSale with the sale's stock split over shards. Several
-// stores share the client, as several gateways share Redis: each has its
-// own refill coalescing.
-func shardedSale(t *testing.T, shards int) (rueidis.Client, func() *stock.Store, int64) {
+// topologies runs f on the single Redis node and on the local Redis
+// Cluster, where the shards of a sale land on different masters.
+func topologies(t *testing.T, f func(t *testing.T, c rueidis.Client)) {
+	t.Run("node", func(t *testing.T) {
+		testenv.Require(t, testenv.RedisAddr())
+		f(t, testenv.RedisClient(t, testenv.RedisAddr()))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		f(t, testenv.RedisClient(t, testenv.RequireCluster(t)))
+	})
+}
+
+// shardedSale gives a sale id no other test uses, whose stock is split
+// over shards. newStore makes a store on c, one per gateway: each has its
+// own refill coalescing, as separate processes would.
+func shardedSale(t testing.TB, c rueidis.Client, shards int) (newStore func() *stock.Store, sale int64) {
 	t.Helper()
-	c, _, sale := newSale(t)
+	sale = 9_000_000_000 + time.Now().UnixNano()%1_000_000_000*10 + saleSeq.Add(1)
 	layout := func(id int64) (int, error) {
 		if id == sale {
 			return shards, nil
 		}
 		return 1, nil
 	}
-	t.Cleanup(func() { cleanKeys(c, fmt.Sprintf("{fs:%d*", sale)) })
-	return c, func() *stock.Store { return stock.New(c, stock.WithShards(layout)) }, sale
-}
-
-// cleanKeys deletes the keys matching pattern (test cleanup only).
-func cleanKeys(c rueidis.Client, pattern string) {
-	ctx := context.Background()
-	keys, err := c.Do(ctx, c.B().Keys().Pattern(pattern).Build()).AsStrSlice()
-	if err != nil || len(keys) == 0 {
-		return
-	}
-	for _, k := range keys {
-		c.Do(ctx, c.B().Del().Key(k).Build())
-	}
+	t.Cleanup(func() { _, _ = testenv.DeleteKeys(context.Background(), c, fmt.Sprintf("{fs:%d*", sale)) })
+	return func() *stock.Store { return stock.New(c, stock.WithShards(layout)) }, sale
 }
 
 // herd runs users concurrent purchases of item 1 spread over gateways and
@@ -79,8 +80,10 @@ func herd(t *testing.T, ctx context.Context, gateways []*stock.Store, sale int64
 // Sharded stock sells exactly the units there are, never one more, with
 // shards refilling from the pool and from each other under contention
 // from three gateways.
-func TestShardedReserveContention(t *testing.T) {
-	_, newStore, sale := shardedSale(t, 4)
+func TestShardedReserveContention(t *testing.T) { topologies(t, testShardedReserveContention) }
+
+func testShardedReserveContention(t *testing.T, c rueidis.Client) {
+	newStore, sale := shardedSale(t, c, 4)
 	ctx := testenv.Context(t)
 	gateways := []*stock.Store{newStore(), newStore(), newStore()}
 	const units, users = 300, 3000
@@ -106,8 +109,10 @@ func TestShardedReserveContention(t *testing.T) {
 // other once the pool is empty, so the units left after the herd (the
 // false sold-outs) stay within a small tail, and every one of them is
 // still there to sell: nothing was lost on the way.
-func TestShardedSoldOutTail(t *testing.T) {
-	_, newStore, sale := shardedSale(t, 4)
+func TestShardedSoldOutTail(t *testing.T) { topologies(t, testShardedSoldOutTail) }
+
+func testShardedSoldOutTail(t *testing.T, c rueidis.Client) {
+	newStore, sale := shardedSale(t, c, 4)
 	ctx := testenv.Context(t)
 	gateways := []*stock.Store{newStore(), newStore()}
 	const units = 400
@@ -137,7 +142,11 @@ func TestShardedSoldOutTail(t *testing.T) {
 // holder lives in the shopper's shard), and a release returns the unit to
 // where it can be bought again.
 func TestShardedOnePerShopperAndRelease(t *testing.T) {
-	_, newStore, sale := shardedSale(t, 3)
+	topologies(t, testShardedOnePerShopperAndRelease)
+}
+
+func testShardedOnePerShopperAndRelease(t *testing.T, c rueidis.Client) {
+	newStore, sale := shardedSale(t, c, 3)
 	ctx := testenv.Context(t)
 	st := newStore()
 	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 1}, {ItemID: 2, Left: 5}}, nil); err != nil {
@@ -173,15 +182,21 @@ func TestShardedOnePerShopperAndRelease(t *testing.T) {
 // writes PostgreSQL's numbers and lets it go on; reservations racing with
 // it either land before the pause, are refused as not loaded, or land
 // after: the units always add up.
-func TestShardedReconcileRepair(t *testing.T) {
-	c, newStore, sale := shardedSale(t, 3)
+func TestShardedReconcileRepair(t *testing.T) { topologies(t, testShardedReconcileRepair) }
+
+func testShardedReconcileRepair(t *testing.T, c rueidis.Client) {
+	newStore, sale := shardedSale(t, c, 3)
 	ctx := testenv.Context(t)
 	st := newStore()
 	const units = 90
 	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: units}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Do(ctx, c.B().Del().Key(fmt.Sprintf("{fs:%d:1}:stock:1", sale)).Build()).Error(); err != nil {
+	keys, err := st.StockKeys(sale, 1) // the pool, then each shard
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, c.B().Del().Key(keys[2]).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Left(ctx, sale, 1); !errors.Is(err, stock.ErrNotLoaded) {
@@ -208,7 +223,7 @@ func TestShardedReconcileRepair(t *testing.T) {
 		}()
 	}
 	decided := 0
-	_, err := st.Reconcile(ctx, sale, []int64{1}, func(_ context.Context, snap stock.Snapshot) (*stock.Copy, error) {
+	_, err = st.Reconcile(ctx, sale, []int64{1}, func(_ context.Context, snap stock.Snapshot) (*stock.Copy, error) {
 		decided++
 		if _, ok := snap.Left[1]; ok {
 			t.Errorf("snapshot %d shows item 1 loaded with a shard key lost: %+v", decided, snap.Left)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -47,7 +48,13 @@ type Store struct {
 	slotRead *rueidis.Lua
 	pause    *rueidis.Lua
 	shards   func(saleID int64) (int, error)
+	tags     sync.Map // layoutKey -> []string, the shard tags of a sharded sale
 	refills  singleflight.Group
+}
+
+type layoutKey struct {
+	sale   int64
+	shards int
 }
 
 // Option configures a Store.
@@ -88,7 +95,16 @@ func (s *Store) layout(saleID int64) (layout, error) {
 	if err != nil {
 		return layout{}, fmt.Errorf("stock shards of sale %d: %w", saleID, err)
 	}
-	return layout{sale: saleID, shards: min(max(n, 1), MaxShards)}, nil
+	l := layout{sale: saleID, shards: min(max(n, 1), MaxShards)}
+	if l.shards > 1 {
+		key := layoutKey{saleID, l.shards}
+		tags, ok := s.tags.Load(key)
+		if !ok {
+			tags, _ = s.tags.LoadOrStore(key, shardTags(saleID, l.shards))
+		}
+		l.tags = tags.([]string)
+	}
+	return l, nil
 }
 
 // Keys of one sale. The hash tag {fs:<sale>} keeps them in one slot.
