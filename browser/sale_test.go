@@ -2,12 +2,15 @@ package browser
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -47,11 +50,11 @@ func openBrowser(t *testing.T) *Session {
 
 // queuedSale creates a one-unit sale opening in `in`, with the waiting room
 // and a small proof of work, and waits until the gateway knows it.
-func queuedSale(t *testing.T, st *harness.Stack, in time.Duration) (saleID, itemID int64) {
+func queuedSale(t *testing.T, st *harness.Stack, name string, in time.Duration) (saleID, itemID int64) {
 	t.Helper()
 	ctx := testenv.Context(t)
 	req, _ := json.Marshal(map[string]any{
-		"name": "Midnight sneaker drop", "startsAt": time.Now().Add(in), "endsAt": time.Now().Add(time.Hour),
+		"name": name, "startsAt": time.Now().Add(in), "endsAt": time.Now().Add(in + time.Hour),
 		"paymentTtlSeconds": 600,
 		"items":             []map[string]any{{"productId": "sku-sneaker-42", "name": "Runner 42, limited edition", "price": "89.00", "quantity": 1}},
 	})
@@ -126,6 +129,42 @@ func screenshot(t *testing.T, s *Session, name string) {
 	t.Logf("screenshot %s", p)
 }
 
+// joinQueue puts a shopper in the sale's queue through the public API,
+// solving the proof of work as the page does: sha256(challenge + ":" +
+// nonce) with the asked number of leading zero bits.
+func joinQueue(t *testing.T, st *harness.Stack, saleID int64, user string) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	tok := shopperToken(t, user)
+	code, body, _, err := harness.Do(ctx, "GET", fmt.Sprintf("%s/api/flash-sales/%d/queue/challenge", st.GatewayURL, saleID), tok, nil)
+	var ch struct {
+		Challenge  string `json:"challenge"`
+		Difficulty int    `json:"difficulty"`
+	}
+	if err != nil || code != http.StatusOK || json.Unmarshal(body, &ch) != nil {
+		t.Fatalf("challenge for %s: %d %s %v", user, code, body, err)
+	}
+	nonce := 0
+	for ; ; nonce++ {
+		d := sha256.Sum256([]byte(ch.Challenge + ":" + strconv.Itoa(nonce)))
+		zeros := 0
+		for _, b := range d {
+			zeros += bits.LeadingZeros8(b)
+			if b != 0 {
+				break
+			}
+		}
+		if zeros >= ch.Difficulty {
+			break
+		}
+	}
+	req, _ := json.Marshal(map[string]string{"challenge": ch.Challenge, "nonce": strconv.Itoa(nonce)})
+	code, body, _, err = harness.Do(ctx, "POST", fmt.Sprintf("%s/api/flash-sales/%d/queue", st.GatewayURL, saleID), tok, req)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("%s joins the queue: %d %s %v", user, code, body, err)
+	}
+}
+
 const pageState = `({status: document.getElementById("status").textContent,
 	sale: document.getElementById("sale-state").textContent,
 	queue: document.getElementById("queue-info").textContent,
@@ -135,12 +174,14 @@ const pageState = `({status: document.getElementById("status").textContent,
 // A shopper waits for the countdown, joins the queue (solving the proof of
 // work in the page), is admitted, buys, sees the order PENDING, pays and
 // sees PAID; a second shopper sees SOLD OUT; the operator's dashboard shows
-// the sale's numbers and changes its admission rate.
+// the sale's numbers (the gateway's, and the order service's orders by
+// status, consumer lag and reconcile verdict), changes its admission rate,
+// and still renders when the order service is gone.
 func TestSalePageAndDashboard(t *testing.T) {
 	b := openBrowser(t)
 	st := harness.Start(t, harness.Options{})
 	ctx := testenv.Context(t)
-	saleID, itemID := queuedSale(t, st, 4*time.Second)
+	saleID, itemID := queuedSale(t, st, "Midnight sneaker drop", 4*time.Second)
 	page := fmt.Sprintf("%s/sale/?sale=%d", st.GatewayURL, saleID)
 	wait := func(timeout time.Duration, expr string) {
 		t.Helper()
@@ -167,6 +208,18 @@ func TestSalePageAndDashboard(t *testing.T) {
 	wait(5*time.Second, "!"+buy+".disabled")
 	if err := b.Click(ctx, fmt.Sprintf("#item-%d button.buy", itemID)); err != nil {
 		t.Fatal(err)
+	}
+	// The stock bar shows the unit taken as soon as the order does, not a
+	// poll or two later (the gateway's stock number trails by up to a second).
+	bar := fmt.Sprintf(`document.querySelector("#item-%d .bar > span").style.width`, itemID)
+	stockText := fmt.Sprintf(`document.querySelector("#item-%d .stock").textContent`, itemID)
+	wait(10*time.Second, `document.getElementById("order-status").textContent !== ""`)
+	var shown struct{ Bar, Stock, Order string }
+	if err := b.Exec(ctx, `return {bar: `+bar+`, stock: `+stockText+`, order: document.getElementById("order-status").textContent};`, &shown); err != nil {
+		t.Fatal(err)
+	}
+	if shown.Bar != "0%" || shown.Stock != "Sold out" {
+		t.Fatalf("with the order %s shown, the stock bar is %q and says %q; want 0%% and Sold out (the last unit is this shopper's)", shown.Order, shown.Bar, shown.Stock)
 	}
 	wait(10*time.Second, `document.getElementById("order-status").textContent === "PENDING"`)
 	wait(2*time.Second, `/^Reserved — pay within (09|10):\d\d$/.test(document.getElementById("status").textContent)`)
@@ -198,20 +251,45 @@ func TestSalePageAndDashboard(t *testing.T) {
 		time.Sleep(700 * time.Millisecond)
 	}
 
+	// The next drop opens in half an hour; three shoppers already wait in
+	// its queue. An operator reconciles the first sale's Redis against
+	// PostgreSQL.
+	nextID, _ := queuedSale(t, st, "Next drop: trail runner", 30*time.Minute)
+	for _, u := range []string{"carol", "dave", "erin"} {
+		joinQueue(t, st, nextID, t.Name()+"-"+u)
+	}
+	code, body, _, err := harness.Do(ctx, "POST", fmt.Sprintf("%s/admin/sales/%d/reconcile", st.AdminURL, saleID), harness.AdminToken, nil)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("reconcile: %d %s %v", code, body, err)
+	}
+
 	// The operator's dashboard on the admin listener.
-	if err := b.Navigate(ctx, fmt.Sprintf("%s/dashboard/?sale=%d#token=%s", st.GatewayAdminURL, saleID, harness.AdminToken)); err != nil {
+	if err := b.Navigate(ctx, fmt.Sprintf("%s/dashboard/?sale=%d,%d#token=%s", st.GatewayAdminURL, saleID, nextID, harness.AdminToken)); err != nil {
 		t.Fatal(err)
 	}
 	card := fmt.Sprintf(`document.getElementById("sale-%d")`, saleID)
+	next := fmt.Sprintf(`document.getElementById("sale-%d")`, nextID)
 	dash := `({sale: document.getElementById("sales").textContent, outcomes: document.getElementById("outcomes").textContent,
 		chart: document.querySelectorAll("#chart polyline").length})`
+	orders := func(row, status string) string {
+		return card + fmt.Sprintf(`.querySelector('.by-status tr[data-orders="%s"] td[data-status="%s"]').textContent`, row, status)
+	}
 	for _, expr := range []string{
 		card + ` && ` + card + `.querySelector(".state").textContent === "SOLD OUT"`,
 		card + fmt.Sprintf(`.querySelector('tr[data-item="%d"] td.left').textContent === "0"`, itemID),
 		`document.querySelector('#outcomes tr[data-outcome="accepted"] td:last-child').textContent === "1"`,
 		`document.querySelectorAll("#chart polyline").length >= 2`,
 		`document.querySelector('#outcomes tr[data-outcome="gate_closed"] td:last-child').textContent === "45"`,
-		card + `.querySelector(".qinfo").textContent.includes("admitted up to")`,
+		card + `.querySelector(".qinfo").textContent.startsWith("queue: 0 waiting of 1 joined · admitted up to 1 ")`,
+		next + `.querySelector(".qinfo").textContent.startsWith("queue: 3 waiting of 3 joined · admitted up to 0")`,
+		next + `.querySelector(".state").textContent === "UPCOMING"`,
+		next + `.querySelector(".reconcile").textContent === "reconcile: not run yet"`,
+		orders("all", "PAID") + ` === "1"`,
+		orders(fmt.Sprintf("item-%d", itemID), "PAID") + ` === "1"`,
+		orders("all", "PENDING") + ` === "0" && ` + orders("all", "EXPIRED") + ` === "0" && ` + orders("all", "REJECTED") + ` === "0"`,
+		card + `.querySelector(".lag").dataset.total === "0"`,
+		card + `.querySelector(".reconcile").dataset.verdict === "OK"`,
+		card + `.querySelector(".unavailable").classList.contains("hidden")`,
 		`document.querySelector('#limits input[data-route="purchase"][data-key="user"][data-param="rate"]').value !== ""`,
 	} {
 		if err := b.Wait(ctx, 10*time.Second, expr, dash); err != nil {
@@ -230,11 +308,35 @@ func TestSalePageAndDashboard(t *testing.T) {
 	if err := b.Wait(ctx, 5*time.Second, card+`.querySelector(".msg").textContent === "set to 7/s"`, dash); err != nil {
 		t.Fatal(err)
 	}
-	code, body, _, err := harness.Do(ctx, "GET", fmt.Sprintf("%s/admin/sales/%d/queue", st.GatewayAdminURL, saleID), harness.AdminToken, nil)
+	code, body, _, err = harness.Do(ctx, "GET", fmt.Sprintf("%s/admin/sales/%d/queue", st.GatewayAdminURL, saleID), harness.AdminToken, nil)
 	var q struct {
 		AdmissionRate float64 `json:"admissionRate"`
+		QueueLength   *int64  `json:"queueLength"`
+		Joined        *int64  `json:"joined"`
 	}
-	if err != nil || code != 200 || json.Unmarshal(body, &q) != nil || q.AdmissionRate != 7 {
-		t.Fatalf("queue after the dashboard set the rate: %d %s %v, want admissionRate 7", code, body, err)
+	if err != nil || code != 200 || json.Unmarshal(body, &q) != nil || q.AdmissionRate != 7 ||
+		q.QueueLength == nil || *q.QueueLength != 0 || q.Joined == nil || *q.Joined != 1 {
+		t.Fatalf("queue after the dashboard set the rate: %d %s %v, want admissionRate 7, queueLength 0, joined 1", code, body, err)
 	}
+	code, body, _, err = harness.Do(ctx, "GET", fmt.Sprintf("%s/admin/sales/%d/queue", st.GatewayAdminURL, nextID), harness.AdminToken, nil)
+	q.QueueLength, q.Joined = nil, nil
+	if err != nil || code != 200 || json.Unmarshal(body, &q) != nil || q.QueueLength == nil || *q.QueueLength != 3 || q.Joined == nil || *q.Joined != 3 {
+		t.Fatalf("queue of the next drop: %d %s %v, want queueLength 3, joined 3", code, body, err)
+	}
+
+	// Without the order service the dashboard says so and shows the rest.
+	if exit, _ := st.Terminate("ordersvc", 20*time.Second); exit != 0 {
+		t.Fatalf("ordersvc exited with %d", exit)
+	}
+	for _, expr := range []string{
+		card + `.querySelector(".unavailable").textContent.startsWith("order service unavailable: ")`,
+		card + `.querySelector(".by-status").classList.contains("hidden")`,
+		card + fmt.Sprintf(`.querySelector('tr[data-item="%d"] td.left').textContent === "0"`, itemID),
+		next + `.querySelector(".qinfo").textContent.startsWith("queue: 3 waiting of 3 joined")`,
+	} {
+		if err := b.Wait(ctx, 10*time.Second, expr, dash); err != nil {
+			t.Fatal(err)
+		}
+	}
+	screenshot(t, b, "dashboard-ordersvc-down.png")
 }
