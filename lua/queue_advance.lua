@@ -18,7 +18,10 @@ if now < opens then
 end
 local last = tonumber(st[2] or ARGV[1])
 local budget = tonumber(st[4] or '0')
-if ARGV[4] ~= '1' and now > last then
+if ARGV[4] == '1' then
+  -- sold out: nobody is admitted, not even with a budget saved up before
+  budget = 0
+elseif now > last then
   -- at most one second's worth is saved up, so an idle gap is no burst
   budget = math.min(budget + (now - last) / 1000 * rate, math.max(rate, 1))
 end

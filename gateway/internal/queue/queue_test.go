@@ -234,9 +234,17 @@ func TestSoldOutStopsAdmission(t *testing.T) {
 	q, sale := newQueue(t, time.Minute)
 	ctx := testenv.Context(t)
 	open := time.Now().Add(-time.Second)
+	// Budget saved up while the queue was empty and the item on sale...
+	for range 2 {
+		if _, _, err := q.Advance(ctx, sale, open, 1000, false); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	for i := range 10 {
 		q.Join(ctx, sale, open, false, fmt.Sprintf("u%d", i))
 	}
+	// ...admits nobody once it sold out.
 	for range 5 {
 		if n, _, _ := q.Advance(ctx, sale, open, 1000, true); n != 0 {
 			t.Fatalf("admitted %d while sold out", n)
