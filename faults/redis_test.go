@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,7 +95,7 @@ func TestRedisRestartMidSale(t *testing.T) {
 // order, and the sale must sell out at its quantity.
 func TestRedisRestartWithOrdersInFlight(t *testing.T) {
 	r := &row{Fault: "1b. Redis restarted with orders in flight",
-		Injected: "consumer held back (item row locked), 40 purchases accepted and in Kafka, Redis stop + start, reconcile?repair=true, lock released, sale continued (15s at most), reconcile again"}
+		Injected: "consumer held back (item row locked), 40 purchases accepted and in Kafka, Redis stop + start, reconcile?repair=true, lock released 1s into it, sale continued (15s at most), reconcile again"}
 	record(t, r)
 	s := harness.Start(t, harness.Options{Env: baseEnv(nil)})
 	d := dial(t)
@@ -129,10 +130,14 @@ func TestRedisRestartWithOrdersInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The operator's repair is sent while the consumer is still held back;
+	// the hold ends a second later, while the repair waits for the
+	// consumer group to catch up: it must not compute stock before.
+	var unlock sync.Once
+	release := func() { unlock.Do(func() { _ = tx.Rollback(ctx) }) }
+	time.AfterFunc(time.Second, release)
 	rec1 := sl.reconcile(ctx)
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	d.waitPersisted(t, sl.id, sl.acceptedCopy(), 30*time.Second)
 	sl.setPhase(after)
 	sl.untilSoldOut(ctx, 150, 64, 15*time.Second)
