@@ -1,0 +1,96 @@
+package sale_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"flashsale/ordersvc/internal/metrics"
+	"flashsale/ordersvc/internal/sale"
+	"flashsale/ordersvc/internal/store"
+	"flashsale/ordersvc/internal/testdb"
+	"flashsale/pkg/stock"
+	"flashsale/pkg/testenv"
+)
+
+// The periodic reconcile finds the drift of an open sale, keeps the verdict
+// for Status and /metrics, and never writes: the lost key stays lost until
+// an operator repairs.
+func TestWatchOpenSales(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, testenv.RedisAddr())
+	pool := testdb.Pool(t)
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	st, stk := store.New(pool), stock.New(rc)
+	m := &metrics.Counters{}
+	svc := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithMetrics(m))
+	ctx := testenv.Context(t)
+
+	open, broken := testdb.Sale(t, st, 3), testdb.Sale(t, st, 2)
+	for _, s := range []store.Sale{open, broken} {
+		testdb.Load(t, st, stk, s.ID)
+	}
+	testdb.Orders(t, st, stk, open, 0, time.Now(), "alice")
+	if err := rc.Do(ctx, rc.B().Del().Key(stock.StockKey(broken.ID, broken.Items[0].ID)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := svc.LastVerdict(broken.ID); ok {
+		t.Fatal("a verdict before any reconcile")
+	}
+
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.WatchOpenSales(wctx, 100*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, okOpen := svc.LastVerdict(open.ID)
+		_, okBroken := svc.LastVerdict(broken.ID)
+		if okOpen && okBroken {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no verdict for both sales within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("watch ended with %v", err)
+	}
+
+	if v, _ := svc.LastVerdict(open.ID); v.Verdict != sale.VerdictOK || v.Repaired || !strings.Contains(v.Summary, "1 active") {
+		t.Errorf("verdict of the consistent sale: %+v, want OK with 1 active order", v)
+	}
+	v, _ := svc.LastVerdict(broken.ID)
+	if v.Verdict != sale.VerdictDrift || v.Repaired || !strings.Contains(v.Summary, sale.DiffStockNotLoaded) {
+		t.Errorf("verdict of the sale with a lost key: %+v, want DRIFT naming %s, not repaired", v, sale.DiffStockNotLoaded)
+	}
+	if _, err := stk.Left(ctx, broken.ID, broken.Items[0].ID); !errors.Is(err, stock.ErrNotLoaded) {
+		t.Errorf("the periodic reconcile wrote the lost key: %v", err)
+	}
+	st2, err := svc.Status(ctx, broken.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st2.Reconcile == nil || st2.Reconcile.Verdict != sale.VerdictDrift || st2.ConsumerLag.Error == "" {
+		t.Errorf("status: %+v, want the DRIFT verdict and a lag error (no tracker)", st2)
+	}
+	var out strings.Builder
+	if _, err := m.WriteTo(&out); err != nil {
+		t.Fatal(err)
+	}
+	if want := `reconcile_differences{sale="` + strconv.FormatInt(broken.ID, 10) + `"} 1`; !strings.Contains(out.String(), want) {
+		t.Errorf("metrics lack %q", want)
+	}
+}
