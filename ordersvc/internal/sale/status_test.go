@@ -51,7 +51,9 @@ func TestWatchOpenSales(t *testing.T) {
 
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- svc.WatchOpenSales(wctx, 100*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() {
+		done <- svc.WatchOpenSales(wctx, 100*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, okOpen := svc.LastVerdict(open.ID)
