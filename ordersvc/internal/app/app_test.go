@@ -172,7 +172,7 @@ func TestServe(t *testing.T) {
 		"FLASHSALE_KAFKA_BROKERS": testenv.KafkaBrokers(), "FLASHSALE_ORDERS_TOPIC": topic, "FLASHSALE_DLQ_TOPIC": dlq,
 		"FLASHSALE_CONSUMER_GROUP": "test-serve-" + suffix, "FLASHSALE_JWT_HS256_KEY": jwtKey, "FLASHSALE_ADMIN_TOKEN": adminToken,
 		"FLASHSALE_ORDERSVC_ADDR": publicAddr, "FLASHSALE_ORDERSVC_ADMIN_ADDR": adminAddr, "FLASHSALE_SHUTDOWN_TIMEOUT": "5s",
-		"FLASHSALE_LOG_LEVEL": "warn", "FLASHSALE_EXPIRY_INTERVAL": "50ms",
+		"FLASHSALE_LOG_LEVEL": "warn", "FLASHSALE_EXPIRY_INTERVAL": "50ms", "FLASHSALE_LAG_INTERVAL": "100ms",
 	})
 	ctx := testenv.Context(t)
 
@@ -219,6 +219,18 @@ func TestServe(t *testing.T) {
 	})
 	if code, body := call(t, "GET", public+"/metrics", "", ""); code != 200 || !bytes.Contains(body, []byte("orders_persisted_total 1")) {
 		t.Errorf("metrics: %d %s", code, body)
+	}
+	// The consumer committed the one message: the periodic lag reading
+	// says so on /metrics and in the sale's status.
+	waitFor(t, "consumer lag 0 on /metrics", func() (bool, string) {
+		code, body := call(t, "GET", admin+"/metrics", "", "")
+		return code == 200 && bytes.Contains(body, []byte("consumer_lag_read_ok 1\n")) &&
+			bytes.Contains(body, []byte("consumer_lag_messages 0\n")), string(body)
+	})
+	if code, body := call(t, "GET", fmt.Sprintf("%s/admin/sales/%d/status", admin, v.ID), bearer, ""); code != 200 ||
+		!bytes.Contains(body, []byte(`"ordersByStatus":{"CANCELLED":0,"EXPIRED":0,"PAID":0,"PENDING":1,"REJECTED":0}`)) ||
+		!bytes.Contains(body, []byte(`"consumerLag":{"total":0,"partitions":[{"partition":`)) {
+		t.Errorf("status: %d %s", code, body)
 	}
 	if code, body := call(t, "GET", fmt.Sprintf("%s/admin/sales/%d", admin, v.ID), bearer, ""); code != 200 || !bytes.Contains(body, []byte(`"sold":1`)) {
 		t.Errorf("describe: %d %s", code, body)
