@@ -10,6 +10,7 @@ replace (
 require (
 	flashsale/pkg v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.13.0
+	github.com/redis/rueidis v1.0.80
 )
 
 require (
@@ -17,5 +18,6 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 )
