@@ -236,14 +236,25 @@ func (c *clusterSale) audit(ctx context.Context, pool *pgxpool.Pool) audit.Verdi
 	}
 }
 
+// reconcileRepair asks the order service to rewrite the hot copy from
+// PostgreSQL. An operator retries a 503: the order service's Redis client
+// can meet the dead master on its first command after the failover (if its
+// background topology refresh has not run yet); that error makes it
+// refresh, and the next attempt reaches the new master.
 func (c *clusterSale) reconcileRepair(ctx context.Context) string {
 	c.t.Helper()
 	url := fmt.Sprintf("%s/admin/sales/%d/reconcile?repair=true", c.s.AdminURL, c.saleID)
-	code, body, _, err := harness.Do(ctx, "POST", url, harness.AdminToken, nil)
-	if err != nil || code != http.StatusOK {
-		c.t.Fatalf("reconcile repair: %d %s %v", code, body, err)
+	for attempt := 1; ; attempt++ {
+		code, body, _, err := harness.Do(ctx, "POST", url, harness.AdminToken, nil)
+		if err == nil && code == http.StatusOK {
+			return string(body)
+		}
+		if err != nil || code != http.StatusServiceUnavailable || attempt == 10 {
+			c.t.Fatalf("reconcile repair (attempt %d): %d %s %v\nordersvc log:\n%s", attempt, code, body, err, c.s.Log(harness.OrdersvcName(0)))
+		}
+		c.t.Logf("reconcile repair attempt %d: %d %s; retrying", attempt, code, body)
+		time.Sleep(500 * time.Millisecond)
 	}
-	return string(body)
 }
 
 // metricSum adds every sample of a metric (all label sets) at baseURL.
