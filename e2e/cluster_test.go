@@ -403,7 +403,12 @@ func TestClusterRedisMasterFailover(t *testing.T) {
 			// After the failover the sale goes on: the remaining units sell.
 			// Gateways learn the new master on their next error or topology
 			// refresh; shoppers that meet the switch get 503 and are counted.
-			c.buy(ctx, 32, 3000, nil)
+			resumed := time.Now()
+			done = c.buyInBackground(ctx, 32, 3000, nil)
+			if c.waitSold(before+1, done) {
+				t.Logf("first 202 %v after the failover was visible", time.Since(resumed).Round(time.Millisecond))
+			}
+			<-done
 			after := c.sold() - before
 			if after == 0 {
 				t.Fatalf("no purchase accepted after the failover; answers %v", c.codes)
