@@ -46,8 +46,8 @@ fmt: ## gofmt every module
 
 check: fmt vet test ## what to run before committing
 
-demo: up build ## run a flash sale end to end on the local stack and print the report
-	@bash deploy/demo.sh
+demo: up build ## run a flash sale end to end on the local stack and print the report (CLUSTER=1: Redis Cluster, 3 shards, 2 gateways, 2 order services)
+	@FLASHSALE_REDIS_CLUSTER=$(CLUSTER) bash deploy/demo.sh
 
 faults: up ## fault injection and hostile input against the real servers; runs alone (stops and restarts them)
 	@cd faults && $(GO) test -count=1 -p 1 -v -timeout 20m ./...

@@ -15,15 +15,38 @@ mkdir -p "$stack/logs"
 source "$root/deploy/services.sh"
 load_dev_env "$stack"
 
-echo "demo: starting ordersvc and gateway (logs in $stack/logs)"
-start_service "$stack/logs/ordersvc.log" "$bin/ordersvc" serve
-wait_ready ordersvc "http://127.0.0.1:8091/readyz" "$stack/logs/ordersvc.log"
+case "${FLASHSALE_REDIS_CLUSTER:-0}" in
+1 | true | yes)
+	# The scaled-out shape of issue 8: the Redis Cluster, each item's stock
+	# in DEMO_SHARDS shards, two order services sharing the consumer group
+	# and two gateways sharing port 8080 (SO_REUSEPORT).
+	base="${FLASHSALE_REDIS_CLUSTER_PORT:-17001}"
+	FLASHSALE_REDIS_ADDR="$(for i in 0 1 2 3 4 5; do printf '127.0.0.1:%d,' $((base + i)); done)"
+	export FLASHSALE_REDIS_ADDR="${FLASHSALE_REDIS_ADDR%,}"
+	instances=2
+	shards="${DEMO_SHARDS:-3}"
+	;;
+*)
+	instances=1
+	shards="${DEMO_SHARDS:-1}"
+	;;
+esac
+
+echo "demo: starting $instances ordersvc and $instances gateway (logs in $stack/logs; Redis ${FLASHSALE_REDIS_ADDR:-127.0.0.1:16379})"
+for i in $(seq 0 $((instances - 1))); do
+	start_service "$stack/logs/ordersvc-$i.log" env FLASHSALE_ORDERSVC_ADDR="127.0.0.1:$((8090 + 2 * i))" \
+		FLASHSALE_ORDERSVC_ADMIN_ADDR="127.0.0.1:$((8091 + 2 * i))" "$bin/ordersvc" serve
+	wait_ready ordersvc "http://127.0.0.1:$((8091 + 2 * i))/readyz" "$stack/logs/ordersvc-$i.log"
+done
 # The load generator plays the load balancer: it reports each shopper's
 # address in X-Forwarded-For, which the gateway believes only from loopback.
-start_service "$stack/logs/gateway.log" env FLASHSALE_CATALOG_REFRESH=200ms FLASHSALE_TRUSTED_PROXIES=127.0.0.1/32 "$bin/gateway"
-wait_ready gateway "http://127.0.0.1:8081/readyz" "$stack/logs/gateway.log"
+for i in $(seq 0 $((instances - 1))); do
+	start_service "$stack/logs/gateway-$i.log" env FLASHSALE_CATALOG_REFRESH=200ms FLASHSALE_TRUSTED_PROXIES=127.0.0.1/32 \
+		FLASHSALE_REUSEPORT="$((instances > 1))" FLASHSALE_GATEWAY_ADMIN_ADDR="127.0.0.1:$((8081 + 2 * i))" "$bin/gateway"
+	wait_ready gateway "http://127.0.0.1:$((8081 + 2 * i))/readyz" "$stack/logs/gateway-$i.log"
+done
 
-echo "demo: flash sale of ${DEMO_STOCK:-10000} units to ${DEMO_USERS:-500000} shoppers"
+echo "demo: flash sale of ${DEMO_STOCK:-10000} units to ${DEMO_USERS:-500000} shoppers ($shards stock shard(s) per item)"
 # shellcheck disable=SC2086
 "$bin/loadtest" -users "${DEMO_USERS:-500000}" -stock "${DEMO_STOCK:-10000}" -items "${DEMO_ITEMS:-1}" \
-	-out "$root/loadtest/out" ${DEMO_ARGS:-}
+	-shards "$shards" -out "$root/loadtest/out" ${DEMO_ARGS:-}
