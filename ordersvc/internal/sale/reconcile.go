@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sort"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -125,8 +129,43 @@ const DefaultSettle = 2 * time.Second
 // holder. The verdict is kept for Status (LastVerdict).
 func (s *Service) Reconcile(ctx context.Context, saleID int64, repair bool) (Reconciliation, error) {
 	rec, err := s.reconcileOnce(ctx, saleID, repair)
+	// Right after a Redis Cluster failover the client may still aim at the
+	// dead master; it learns the new slot map from that failure, so a short
+	// wait and a second try usually succeed.
+	for attempt := 1; attempt <= reconcileRetries && transientRedis(err); attempt++ {
+		select {
+		case <-ctx.Done():
+			attempt = reconcileRetries
+			continue
+		case <-time.After(time.Duration(attempt) * 300 * time.Millisecond):
+		}
+		rec, err = s.reconcileOnce(ctx, saleID, repair)
+	}
 	s.record(saleID, rec, err)
 	return rec, err
+}
+
+// reconcileRetries bounds the retries of a reconcile that failed on Redis'
+// connection or cluster state.
+const reconcileRetries = 3
+
+// transientRedis tells errors a failover or reconnect explains: the
+// connection refused, reset or cut, or the cluster not serving a slot yet.
+func transientRedis(err error) bool {
+	if err == nil {
+		return false
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
+		return true
+	}
+	var re *rueidis.RedisError
+	if errors.As(err, &re) {
+		msg := re.Error()
+		return strings.HasPrefix(msg, "CLUSTERDOWN") || strings.HasPrefix(msg, "TRYAGAIN") || strings.HasPrefix(msg, "LOADING")
+	}
+	return false
 }
 
 func (s *Service) reconcileOnce(ctx context.Context, saleID int64, repair bool) (Reconciliation, error) {
