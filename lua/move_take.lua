@@ -4,7 +4,9 @@
 -- journal, atomically, so a move that never reaches its destination is
 -- found again (move_give is idempotent) instead of losing its units.
 -- KEYS[1] source stock key, KEYS[2] journal of moves out of this slot (hash
---   move id -> "<destination key> <units> <epoch>"), KEYS[3] this slot's epoch
+--   move id -> "<destination key> <units> <epoch>", plus the field "#takes"
+--   counting every take, so a reader can tell that a move ran between two
+--   reads), KEYS[3] this slot's epoch
 -- ARGV[1] move id, ARGV[2] destination key,
 -- ARGV[3] divisor: take max(1, floor(source / divisor)) units
 -- Returns {units taken, epoch}: units 0 when the source is empty, -3 when
@@ -24,4 +26,5 @@ end
 redis.call('DECRBY', KEYS[1], n)
 local epoch = redis.call('GET', KEYS[3]) or '0'
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ' ' .. n .. ' ' .. epoch)
+redis.call('HINCRBY', KEYS[2], '#takes', 1)
 return {n, epoch}

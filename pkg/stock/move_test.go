@@ -2,7 +2,9 @@ package stock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -108,5 +110,92 @@ func TestShardTagsSpreadOverSlotRanges(t *testing.T) {
 				t.Errorf("shards=%d: %s in slot %d, want %d..%d", shards, tag, slot, lo, hi-1)
 			}
 		}
+	}
+}
+
+// A load reaches the pool before the shards. A refill taking from the
+// freshly loaded pool for a shard still on the old load waits in the
+// journal (move_give answers "not yet") and lands once the shard is loaded:
+// the units the new load wrote are all there in the end.
+func TestMoveDuringALoadWaitsForIt(t *testing.T) {
+	_, s, l := movesStore(t, 2)
+	ctx := testenv.Context(t)
+	if err := s.Load(ctx, l.sale, []ItemStock{{ItemID: 1, Left: 40}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond) // a later epoch
+	// The second load, cut after the pool: 40 units, 10 per shard, 20 in the pool.
+	epoch := strconv.FormatInt(time.Now().UnixMicro(), 10)
+	pool := func(it ItemStock) (string, int64) { return l.poolKey(it.ItemID), 20 }
+	if err := s.loadSlot(ctx, l, l.base(), epoch, "x", []ItemStock{{ItemID: 1}}, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.move(ctx, l, l.base(), l.poolKey(1), l.stockKey(0, 1), 1, 2)
+	if err != nil || n != 0 {
+		t.Fatalf("move to a shard the load has not reached: %d, %v; want 0 moved, no error", n, err)
+	}
+	for k := range 2 {
+		shard := func(it ItemStock) (string, int64) { return l.stockKey(k, it.ItemID), 10 }
+		if err := s.loadSlot(ctx, l, l.tag(k), epoch, "x", []ItemStock{{ItemID: 1}}, shard, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if landed, err := s.finishMoves(ctx, l); err != nil || landed != 10 {
+		t.Fatalf("finished %d (%v), want the 10 units taken from the new pool", landed, err)
+	}
+	if left, _ := s.Left(ctx, l.sale, 1); left != 40 {
+		t.Fatalf("left = %d, want the 40 the load wrote", left)
+	}
+}
+
+// A give that finds its destination paused (a repair took the keys away)
+// stays in the journal; if the repair puts the keys back instead of
+// reloading, the move lands then.
+func TestMoveIntoAPausedShardLandsAfterTheRestore(t *testing.T) {
+	_, s, l := movesStore(t, 2)
+	ctx := testenv.Context(t)
+	if err := s.Load(ctx, l.sale, []ItemStock{{ItemID: 1, Left: 40}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	dst := l.stockKey(1, 1)
+	vals, err := s.pause.Exec(ctx, s.client, []string{dst}, nil).ToArray()
+	if err != nil {
+		t.Fatal(err)
+	}
+	was, _ := vals[0].AsInt64()
+	if _, err := s.move(ctx, l, l.base(), l.poolKey(1), dst, 1, 2); !errors.Is(err, ErrNotLoaded) {
+		t.Fatalf("move into a paused shard: %v, want ErrNotLoaded", err)
+	}
+	if err := s.restore(ctx, map[string]*int64{dst: &was}); err != nil {
+		t.Fatal(err)
+	}
+	if landed, err := s.finishMoves(ctx, l); err != nil || landed != 10 {
+		t.Fatalf("finished %d (%v), want 10", landed, err)
+	}
+	if left, _ := s.Left(ctx, l.sale, 1); left != 40 {
+		t.Fatalf("left = %d, want 40", left)
+	}
+}
+
+// A shard whose key is lost (a failover, a repair) does not stop the others
+// refilling: a dry shard skips it and takes from the one that has units.
+func TestRefillSkipsAShardThatIsNotLoaded(t *testing.T) {
+	c, s, l := movesStore(t, 3)
+	ctx := testenv.Context(t)
+	// 6 units: 1 per shard, 3 in the pool; empty the pool and shard 0.
+	if err := s.Load(ctx, l.sale, []ItemStock{{ItemID: 1, Left: 6}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{l.poolKey(1), l.stockKey(0, 1)} {
+		if err := c.Do(ctx, c.B().Set().Key(k).Value("0").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Do(ctx, c.B().Del().Key(l.stockKey(1, 1)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.refill(ctx, l, 1, 0)
+	if err != nil || n != 1 {
+		t.Fatalf("refill with shard 1 lost: %d, %v; want shard 2's unit", n, err)
 	}
 }

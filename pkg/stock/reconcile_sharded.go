@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -39,8 +40,11 @@ func (s *Store) readSlot(ctx context.Context, l layout, tag string, itemIDs []in
 	stockKeys := l.slotKeys(tag, itemIDs)
 	keys := append([]string{holdersOf(tag), journalOf(tag), appliedOf(tag), epochOf(tag)}, stockKeys...)
 	res, err := s.slotRead.Exec(ctx, s.client, keys, nil).ToArray()
-	if err != nil || len(res) != 5 {
-		return slotState{}, fmt.Errorf("read sale %d (%s): %v", l.sale, tag, err)
+	if err != nil {
+		return slotState{}, fmt.Errorf("read sale %d (%s): %w", l.sale, tag, err)
+	}
+	if len(res) != 5 {
+		return slotState{}, fmt.Errorf("read sale %d (%s): %d replies, want 5", l.sale, tag, len(res))
 	}
 	st := slotState{tag: tag, applied: map[string]bool{}, stock: map[string]*int64{}}
 	if st.holders, err = res[0].AsStrMap(); err != nil {
@@ -58,8 +62,11 @@ func (s *Store) readSlot(ctx context.Context, l layout, tag string, itemIDs []in
 	}
 	st.epoch, _ = res[3].ToString() // missing: "" matches no move
 	vals, err := res[4].ToArray()
-	if err != nil || len(vals) != len(stockKeys) {
-		return st, fmt.Errorf("read stock of sale %d (%s): %v", l.sale, tag, err)
+	if err != nil {
+		return st, fmt.Errorf("read stock of sale %d (%s): %w", l.sale, tag, err)
+	}
+	if len(vals) != len(stockKeys) {
+		return st, fmt.Errorf("read stock of sale %d (%s): %d values, want %d", l.sale, tag, len(vals), len(stockKeys))
 	}
 	for i, k := range stockKeys {
 		if n, err := vals[i].AsInt64(); err == nil {
@@ -163,12 +170,26 @@ func (s *Store) reconcileSharded(ctx context.Context, l layout, itemIDs []int64,
 		return snap, err
 	}
 
+	// From the pause on, the sale refuses every purchase until the keys are
+	// back: putting them back (restore or Load) must not depend on the
+	// caller's deadline, which may run out in between.
+	finish := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	}
+	restore := func(paused map[string]*int64) error {
+		fctx, cancel := finish()
+		defer cancel()
+		return s.restore(fctx, paused)
+	}
 	paused := map[string]*int64{}
 	for _, tag := range l.slots() {
 		keys := l.slotKeys(tag, itemIDs)
 		vals, err := s.pause.Exec(ctx, s.client, keys, nil).ToArray()
-		if err != nil || len(vals) != len(keys) {
-			return snap, errors.Join(fmt.Errorf("reconcile sale %d: pause %s: %v", l.sale, tag, err), s.restore(ctx, paused))
+		if err == nil && len(vals) != len(keys) {
+			err = fmt.Errorf("%d values, want %d", len(vals), len(keys))
+		}
+		if err != nil {
+			return snap, errors.Join(fmt.Errorf("reconcile sale %d: pause %s: %w", l.sale, tag, err), restore(paused))
 		}
 		for i, k := range keys {
 			if n, err := vals[i].AsInt64(); err == nil {
@@ -182,7 +203,7 @@ func (s *Store) reconcileSharded(ctx context.Context, l layout, itemIDs []int64,
 	for _, tag := range l.slots() {
 		st, err := s.readSlot(ctx, l, tag, itemIDs)
 		if err != nil {
-			return snap, errors.Join(err, s.restore(ctx, paused))
+			return snap, errors.Join(err, restore(paused))
 		}
 		for k := range st.stock {
 			st.stock[k] = nil
@@ -195,13 +216,18 @@ func (s *Store) reconcileSharded(ctx context.Context, l layout, itemIDs []int64,
 	snap = snapshotOf(l, itemIDs, states)
 	cp, err = decide(ctx, snap)
 	if err != nil || cp == nil {
-		return snap, errors.Join(err, s.restore(ctx, paused))
+		return snap, errors.Join(err, restore(paused))
 	}
-	if err := s.Load(ctx, l.sale, cp.Items, cp.Holders); err != nil {
+	fctx, cancel := finish()
+	defer cancel()
+	if err := s.Load(fctx, l.sale, cp.Items, cp.Holders); err != nil {
 		return snap, fmt.Errorf("reconcile sale %d: the sale is paused (stock not loaded) until a repair succeeds: %w", l.sale, err)
 	}
 	return snap, nil
 }
+
+// finishTimeout bounds putting a paused sale's keys back.
+const finishTimeout = 10 * time.Second
 
 // restore puts back the values pause took, where nothing wrote since.
 func (s *Store) restore(ctx context.Context, paused map[string]*int64) error {

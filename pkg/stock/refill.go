@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,21 +15,22 @@ import (
 // read empty: from the item's pool first (a 1/(2·shards) share of what is
 // left there, so refills stay rare while the pool is large and small near
 // the end), then half of another shard's units, then any move that stopped
-// halfway. It returns the units moved; 0 means the item is empty
-// everywhere. Concurrent refills of one shard in this process share one
-// round of moves.
+// halfway. A source that is not loaded (a shard lost in a failover, a
+// repair under way) is skipped, not fatal: the others may still have
+// units. It returns the units moved; 0 means every loaded source was empty.
+// Concurrent refills of one shard in this process share one round.
 func (s *Store) refill(ctx context.Context, l layout, itemID int64, k int) (int64, error) {
 	key := strconv.FormatInt(l.sale, 10) + ":" + strconv.FormatInt(itemID, 10) + ":" + strconv.Itoa(k)
 	v, err, _ := s.refills.Do(key, func() (any, error) {
 		dst := l.stockKey(k, itemID)
 		n, err := s.move(ctx, l, l.base(), l.poolKey(itemID), dst, itemID, 2*l.shards)
-		if err != nil || n > 0 {
+		if n > 0 || (err != nil && !errors.Is(err, errSourceNotLoaded)) {
 			return n, err
 		}
 		for i := 1; i < l.shards; i++ {
 			j := (k + i) % l.shards
 			n, err := s.move(ctx, l, l.tag(j), l.stockKey(j, itemID), dst, itemID, 2)
-			if err != nil || n > 0 {
+			if n > 0 || (err != nil && !errors.Is(err, errSourceNotLoaded)) {
 				return n, err
 			}
 		}
@@ -40,17 +42,23 @@ func (s *Store) refill(ctx context.Context, l layout, itemID int64, k int) (int6
 	return v.(int64), nil
 }
 
+// errSourceNotLoaded: the key a move would take from is missing.
+var errSourceNotLoaded = fmt.Errorf("move source: %w", ErrNotLoaded)
+
 // move takes units from src (in slot srcTag) and gives them to dst. When
-// the give fails the move stays in srcTag's journal and finishMoves applies
-// it later; the units are never counted twice (move_give is once per move
-// id) and never lost (the journal keeps them until applied or voided by a
-// load).
+// the give fails or must wait, the move stays in srcTag's journal and
+// finishMoves applies it later; the units are never counted twice
+// (move_give is once per move id) and never lost (the journal keeps them
+// until applied, or voided by a load that counted them).
 func (s *Store) move(ctx context.Context, l layout, srcTag, src, dst string, itemID int64, divisor int) (int64, error) {
 	id := uuid.NewString()
 	res, err := s.take.Exec(ctx, s.client, []string{src, journalOf(srcTag), epochOf(srcTag)},
 		[]string{id, dst, strconv.Itoa(divisor)}).ToArray()
-	if err != nil || len(res) != 2 {
-		return 0, fmt.Errorf("refill sale %d item %d: take from %s: %v", l.sale, itemID, src, err)
+	if err != nil {
+		return 0, fmt.Errorf("refill sale %d item %d: take from %s: %w", l.sale, itemID, src, err)
+	}
+	if len(res) != 2 {
+		return 0, fmt.Errorf("refill sale %d item %d: take from %s: %d replies, want 2", l.sale, itemID, src, len(res))
 	}
 	n, err := res[0].AsInt64()
 	if err != nil {
@@ -58,37 +66,47 @@ func (s *Store) move(ctx context.Context, l layout, srcTag, src, dst string, ite
 	}
 	switch {
 	case n == -3:
-		return 0, ErrNotLoaded
+		return 0, errSourceNotLoaded
 	case n == 0:
 		return 0, nil
 	}
 	epoch, _ := res[1].ToString()
-	applied, err := s.apply(ctx, l, srcTag, id, dst, n, epoch)
-	if err != nil {
+	r, err := s.apply(ctx, l, srcTag, id, dst, n, epoch)
+	switch {
+	case err != nil:
 		return 0, err
-	}
-	if applied < 0 {
+	case r == giveNotLoaded:
 		return 0, ErrNotLoaded
+	case r >= 0:
+		return n, nil
 	}
-	return n, nil
+	return 0, nil // void, or waiting for a load to reach dst
 }
 
-// apply runs the give half of a journaled move and clears the journal
-// entry. It returns move_give's answer: 1 the units landed now, 0 they had
-// landed before, negative the move is void (the destination was reloaded or
-// is missing).
+// move_give's answers (see lua/move_give.lua).
+const (
+	giveApplied   = 1
+	giveDone      = 0
+	giveVoid      = -1
+	giveNotYet    = -2
+	giveNotLoaded = -3
+)
+
+// apply runs the give half of a journaled move and, once the move is
+// settled (applied now or before, or void), clears its journal entry. It
+// returns move_give's answer.
 func (s *Store) apply(ctx context.Context, l layout, srcTag, id, dst string, n int64, epoch string) (int64, error) {
-	itemID, _ := itemOfKey(dst)
 	dstTag := tagOfKey(dst)
 	r, err := s.give.Exec(ctx, s.client, []string{dst, appliedOf(dstTag), epochOf(dstTag)},
-		[]string{id, strconv.FormatInt(n, 10), epoch, ReturnedChannel,
-			strconv.FormatInt(l.sale, 10) + ":" + strconv.FormatInt(itemID, 10)}).AsInt64()
+		[]string{id, strconv.FormatInt(n, 10), epoch}).AsInt64()
 	if err != nil {
 		return 0, fmt.Errorf("move %s of sale %d to %s: %w", id, l.sale, dst, err)
 	}
-	// Applied, or void: either way the entry is done. If this HDEL fails the
-	// entry is applied again later, which move_give makes a no-op.
-	_ = s.client.Do(ctx, s.client.B().Hdel().Key(journalOf(srcTag)).Field(id).Build()).Error()
+	if r == giveApplied || r == giveDone || r == giveVoid {
+		// If this HDEL fails the entry is applied again later, which
+		// move_give makes a no-op.
+		_ = s.client.Do(ctx, s.client.B().Hdel().Key(journalOf(srcTag)).Field(id).Build()).Error()
+	}
 	return r, nil
 }
 
@@ -130,7 +148,7 @@ func (s *Store) finishMoves(ctx context.Context, l layout) (int64, error) {
 			if err != nil {
 				return landed, err
 			}
-			if applied == 1 {
+			if applied == giveApplied {
 				landed += e.units
 			}
 		}

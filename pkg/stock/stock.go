@@ -1,7 +1,9 @@
 // Package stock is the hot copy of a sale's stock in Redis: reserving a unit,
 // giving one back, loading the copy from PostgreSQL's numbers and reading it
-// for reconciliation. Every key of one sale shares one hash tag, so one Lua
-// call sees them all, on a single node or a cluster.
+// for reconciliation, on a single node or a cluster. Every key one script
+// touches shares one hash tag: for an unsharded sale that is all of its keys;
+// a sharded one spreads each item over shard slots and a pool (layout.go),
+// and units cross slots only through journaled moves (refill.go).
 package stock
 
 import (
@@ -171,7 +173,10 @@ func (s *Store) ReserveAdmitted(ctx context.Context, saleID, itemID int64, userI
 			// Every key read empty, one at a time; a unit another gateway was
 			// moving may have landed behind the scan. One sum settles it.
 			left, err := s.Left(ctx, saleID, itemID)
-			if err != nil || left <= 0 {
+			if err != nil {
+				return 0, err // not loaded or unreadable: never a guessed SOLD_OUT
+			}
+			if left <= 0 {
 				return 0, ErrSoldOut
 			}
 		}
@@ -286,7 +291,8 @@ func (s *Store) Load(ctx context.Context, saleID int64, items []ItemStock, holde
 	if err != nil {
 		return err
 	}
-	epoch := strconv.FormatInt(time.Now().UnixNano(), 36)
+	// The load's epoch orders it against moves in flight (move_give.lua).
+	epoch := strconv.FormatInt(time.Now().UnixMicro(), 10)
 	msg := strconv.FormatInt(saleID, 10)
 	if l.shards == 1 {
 		return s.loadSlot(ctx, l, l.base(), epoch, msg, items, func(it ItemStock) (string, int64) {

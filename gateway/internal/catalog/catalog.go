@@ -159,14 +159,18 @@ func (c *Catalog) Sale(id int64) (*Sale, bool) {
 // Sales returns every known sale.
 func (c *Catalog) Sales() map[int64]*Sale { return *c.sales.Load() }
 
-// Shards is how many stock shards a sale has (1 for a sale not in the
-// catalog, which the API refuses before any stock call); stock.WithShards
-// takes it.
+// ErrUnknownSale: a stock call for a sale the catalog does not hold (the
+// API refuses such sales before any stock call; a guess could send a
+// release to keys that hold nothing).
+var ErrUnknownSale = errors.New("catalog: sale not known")
+
+// Shards is how many stock shards a sale has; stock.WithShards takes it.
 func (c *Catalog) Shards(saleID int64) (int, error) {
-	if s, ok := c.Sale(saleID); ok && s.StockShards > 0 {
-		return s.StockShards, nil
+	s, ok := c.Sale(saleID)
+	if !ok {
+		return 0, fmt.Errorf("%w: %d", ErrUnknownSale, saleID)
 	}
-	return 1, nil
+	return max(s.StockShards, 1), nil
 }
 
 // Loaded reports whether at least one refresh succeeded.

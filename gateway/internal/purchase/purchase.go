@@ -191,11 +191,22 @@ func (b *Buyer) release(ctx context.Context, saleID, itemID int64, userID, order
 	}
 }
 
+// notLoadedAttempts bounds the retries of a release whose stock key is
+// missing (~20 s of backoff). A repair that pauses a sharded sale puts the
+// keys back within seconds, and then the release must still happen; a sale
+// whose keys stay gone is reloaded from PostgreSQL, which decides its
+// holders without this release.
+const notLoadedAttempts = 20
+
 func (b *Buyer) tryRelease(ctx context.Context, r release) bool {
 	rctx, cancel := context.WithTimeout(ctx, b.redisTimeout)
 	defer cancel()
 	_, err := b.stock.Release(rctx, r.saleID, r.itemID, r.userID, r.orderID)
-	return err == nil || errors.Is(err, stock.ErrNotLoaded) // not loaded: the reload decides
+	if errors.Is(err, stock.ErrNotLoaded) && r.attempts >= notLoadedAttempts {
+		b.log.Warn("release dropped: the stock stayed unloaded; the reload decides", "sale", r.saleID, "order", r.orderID)
+		return true
+	}
+	return err == nil
 }
 
 // RunRetries retries failed releases with backoff until ctx ends; what is

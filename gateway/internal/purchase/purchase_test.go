@@ -198,3 +198,55 @@ func TestBuyAfterPublish(t *testing.T) {
 		})
 	}
 }
+
+// A purchase whose publish was refused while its stock key was missing (a
+// repair pausing a sharded sale takes the keys away for a moment) is not
+// forgotten: the release is retried, and lands once the key is back.
+func TestReleaseRetriedWhileStockNotLoaded(t *testing.T) {
+	testenv.Require(t, testenv.RedisAddr())
+	ctx := testenv.Context(t)
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	st := stock.New(rc)
+	const item = 1
+	sale := 8_000_000_000 + time.Now().UnixNano()%1_000_000_000*10 + saleSeq.Add(1)
+	t.Cleanup(func() {
+		rc.Do(context.Background(), rc.B().Del().Key(stock.StockKey(sale, item), stock.HoldersKey(sale)).Build())
+	})
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: item, Left: 5}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := NewBuyer(rc, st, fakePublisher{}, &fakeSettler{}, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go b.RunRetries(rctx)
+
+	if _, err := st.Reserve(ctx, sale, item, "alice", "o-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Do(ctx, rc.B().Del().Key(stock.StockKey(sale, item)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	b.release(ctx, sale, item, "alice", "o-1") // answered "not loaded": queued
+	time.Sleep(300 * time.Millisecond)
+	if err := rc.Do(ctx, rc.B().Set().Key(stock.StockKey(sale, item)).Value("4").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left, err := st.Left(ctx, sale, item)
+		if err == nil && left == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left = %d (%v) 10 s after the key came back, want the unit returned (5)", left, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if h, _ := st.Holders(ctx, sale); len(h) != 0 {
+		t.Fatalf("holders %v, want alice released", h)
+	}
+}
