@@ -366,6 +366,17 @@ rc_covered() {
 	[[ "$(rc_info_field "$1" cluster_state)" == ok && "$(rc_info_field "$1" cluster_slots_ok)" == 16384 ]]
 }
 
+# rc_settled LIVE DEAD: node LIVE no longer counts on the dead node DEAD as a
+# master: it is a replica, or the cluster agreed it failed (flag "fail", not
+# the suspicion "fail?"). Right after a SIGKILL the survivors still report
+# every slot ok until cluster-node-timeout passes, so rc_covered alone would
+# let an empty master back before its replica took over.
+rc_settled() {
+	local flags
+	flags="$(rc_cli "$1" cluster nodes | tr -d '\r' | awk -v a="$HOST:$2@" 'index($2, a) == 1 { print $3 }')"
+	[[ -z "$flags" || "$flags" == *slave* || ",$flags," == *,fail,* ]]
+}
+
 rc_create() {
 	local p addrs=()
 	for p in $(rc_ports); do
@@ -381,6 +392,13 @@ rc_create() {
 		die "redis-cli --cluster create failed"
 	}
 	rc_wait_healthy
+}
+
+# all_settled LIVE DEAD...: rc_settled for every dead node.
+all_settled() {
+	local live="$1" p
+	shift
+	for p in "$@"; do rc_settled "$live" "$p" || return 1; done
 }
 
 redis-cluster_running() { rc_all_healthy; }
@@ -404,7 +422,7 @@ redis-cluster_start() {
 		# again: a master restarted empty before its replica took over would
 		# be followed by that replica, and the slots' data would be gone.
 		local deadline=$((SECONDS + WAIT))
-		until rc_covered "${alive[0]}"; do
+		until rc_covered "${alive[0]}" && all_settled "${alive[0]}" "${dead[@]}"; do
 			if ((SECONDS >= deadline)); then
 				note "slots still uncovered after ${WAIT}s; starting the dead nodes anyway"
 				break
