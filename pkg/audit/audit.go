@@ -4,6 +4,8 @@
 package audit
 
 import (
+	"flashsale/pkg/event"
+
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +17,7 @@ import (
 
 // PublishFailed is the reject_reason of the row a gateway writes for an
 // order whose publish it gave up on (gateway/internal/purchase).
-const PublishFailed = "PUBLISH_FAILED"
+const PublishFailed = event.RejectPublishFailed
 
 // Item is the audit of one item.
 type Item struct {

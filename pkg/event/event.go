@@ -90,3 +90,8 @@ func (e OrderPlaced) Validate() error {
 	}
 	return nil
 }
+
+// RejectPublishFailed is the reject_reason of the REJECTED row a gateway
+// writes for an order whose publish it gave up on: the row takes the order
+// id, so a late copy of the event is a duplicate the order service ignores.
+const RejectPublishFailed = "PUBLISH_FAILED"

@@ -15,9 +15,8 @@ import (
 )
 
 // ReasonPublishFailed is the reject_reason of the row the gateway writes for
-// an order whose publish it gave up on: the order id is taken, so a late copy
-// of the event is a duplicate the order service ignores.
-const ReasonPublishFailed = "PUBLISH_FAILED"
+// an order whose publish it gave up on (see event.RejectPublishFailed).
+const ReasonPublishFailed = event.RejectPublishFailed
 
 // Settlement is what PostgreSQL says about an order whose publish was not
 // confirmed.
