@@ -226,6 +226,7 @@ func (g *Gateway) ServeListeners(ctx context.Context, pub, adm net.Listener) err
 	eg.Go(func() error { g.drainProducerEvents(ctx); return nil })
 	eg.Go(func() error { g.runAdmission(ctx); return nil })
 	eg.Go(func() error { g.api.Buyer.RunRetries(ctx); return nil })
+	eg.Go(func() error { g.api.Buyer.RunSettles(ctx); return nil })
 	eg.Go(func() error { g.dash.Run(ctx); return nil })
 	eg.Go(func() error {
 		<-ctx.Done()

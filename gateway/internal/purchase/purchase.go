@@ -44,7 +44,8 @@ type Publisher interface {
 
 // Buyer runs purchases.
 type Buyer struct {
-	retries      chan release // releases that failed, retried by RunRetries
+	retries      chan release           // releases that failed, retried by RunRetries
+	unsettled    chan event.OrderPlaced // held orders settled again by RunSettles
 	stock        *stock.Store
 	redis        rueidis.Client
 	pub          Publisher
@@ -59,7 +60,7 @@ type Buyer struct {
 // pub could not confirm.
 func NewBuyer(redis rueidis.Client, st *stock.Store, pub Publisher, settler Settler, redisTimeout time.Duration, log *slog.Logger) *Buyer {
 	return &Buyer{stock: st, redis: redis, pub: pub, settler: settler, redisTimeout: redisTimeout, log: log, now: time.Now,
-		retries: make(chan release, retryQueue)}
+		retries: make(chan release, retryQueue), unsettled: make(chan event.OrderPlaced, settleQueue)}
 }
 
 // verdict is what a purchase comes to after its publish.
@@ -143,8 +144,13 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 	default:
 		// Releasing now could sell the unit twice if the event was written;
 		// keeping it costs at most one unit until reconcile.
-		b.log.Error("publish unconfirmed and order not settled; unit kept reserved until the order appears or reconcile frees it",
+		b.log.Error("publish unconfirmed and order not settled; unit kept reserved until a later settlement or reconcile frees it",
 			"sale", saleID, "item", itemID, "order", oid, "err", err)
+		select {
+		case b.unsettled <- placed:
+		default:
+			b.log.Error("settle queue full; the unit stays reserved until reconcile", "order", oid)
+		}
 		return orderID, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	// The order is accepted now, whatever follows. The record only lets
@@ -228,6 +234,47 @@ func (b *Buyer) RunRetries(ctx context.Context) {
 					b.log.Error("reservations not released at shutdown; run reconcile", "count", len(b.retries)+1)
 					return
 				case <-time.After(wait):
+				}
+			}
+		}
+	}
+}
+
+// settleQueue bounds the held orders waiting for PostgreSQL to settle them.
+const settleQueue = 4096
+
+// RunSettles settles again, with backoff, the orders Buy kept reserved
+// because neither the broker nor PostgreSQL could say whether they exist:
+// once PostgreSQL answers, an abandoned order's unit is given back (its
+// REJECTED row now takes the id, so a late copy of the event is ignored)
+// and a placed one is left to the order service. It runs until ctx ends.
+func (b *Buyer) RunSettles(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			if n := len(b.unsettled); n > 0 {
+				b.log.Error("held orders not settled at shutdown; run reconcile", "count", n)
+			}
+			return
+		case o := <-b.unsettled:
+			for attempt := 1; ; attempt++ {
+				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				s, err := b.settler.Settle(sctx, o)
+				cancel()
+				if err == nil && s == Abandoned {
+					b.release(ctx, o.SaleID, o.ItemID, o.UserID, o.OrderID.String())
+					b.log.Info("held order settled as abandoned; unit given back", "order", o.OrderID)
+					break
+				}
+				if err == nil && s == Placed {
+					b.log.Info("held order settled as placed", "order", o.OrderID)
+					break
+				}
+				select {
+				case <-ctx.Done():
+					b.log.Error("held orders not settled at shutdown; run reconcile", "count", len(b.unsettled)+1)
+					return
+				case <-time.After(min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)):
 				}
 			}
 		}

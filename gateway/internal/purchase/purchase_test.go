@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -248,5 +249,68 @@ func TestReleaseRetriedWhileStockNotLoaded(t *testing.T) {
 	}
 	if h, _ := st.Holders(ctx, sale); len(h) != 0 {
 		t.Fatalf("holders %v, want alice released", h)
+	}
+}
+
+// flakySettler fails its first fails calls (PostgreSQL down), then answers
+// then.
+type flakySettler struct {
+	mu    sync.Mutex
+	fails int
+	then  Settlement
+}
+
+func (s *flakySettler) Settle(context.Context, event.OrderPlaced) (Settlement, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fails > 0 {
+		s.fails--
+		return 0, errNoDB
+	}
+	return s.then, nil
+}
+
+// An order held because neither the broker nor PostgreSQL could settle it
+// is settled again in the background: once PostgreSQL answers "abandoned",
+// its unit goes back on sale without an operator.
+func TestHeldOrderSettledLater(t *testing.T) {
+	testenv.Require(t, testenv.RedisAddr())
+	ctx := testenv.Context(t)
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	st := stock.New(rc)
+	const item = 1
+	sale := 8_000_000_000 + time.Now().UnixNano()%1_000_000_000*10 + saleSeq.Add(1)
+	t.Cleanup(func() {
+		rc.Do(context.Background(), rc.B().Del().Key(stock.StockKey(sale, item), stock.HoldersKey(sale)).Build())
+	})
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: item, Left: 3}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	settler := &flakySettler{fails: 4, then: Abandoned} // Buy's own try, then three retries fail
+	b := NewBuyer(rc, st, fakePublisher{errTimedOut}, settler, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if _, err := b.Buy(ctx, sale, item, "alice", ""); !errors.Is(err, ErrUnresolved) {
+		t.Fatalf("Buy: %v, want ErrUnresolved", err)
+	}
+	if left, _ := st.Left(ctx, sale, item); left != 2 {
+		t.Fatalf("left = %d right after the unresolved purchase, want 2 (the unit held)", left)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go b.RunRetries(rctx)
+	go b.RunSettles(rctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left, err := st.Left(ctx, sale, item)
+		if err == nil && left == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left = %d (%v) 10 s later, want the held unit given back (3)", left, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
