@@ -204,19 +204,9 @@ func TestBuyAfterPublish(t *testing.T) {
 // repair pausing a sharded sale takes the keys away for a moment) is not
 // forgotten: the release is retried, and lands once the key is back.
 func TestReleaseRetriedWhileStockNotLoaded(t *testing.T) {
-	testenv.Require(t, testenv.RedisAddr())
 	ctx := testenv.Context(t)
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
-	st := stock.New(rc)
+	rc, st, sale := redisSale(t)
 	const item = 1
-	sale := 8_000_000_000 + time.Now().UnixNano()%1_000_000_000*10 + saleSeq.Add(1)
-	t.Cleanup(func() {
-		rc.Do(context.Background(), rc.B().Del().Key(stock.StockKey(sale, item), stock.HoldersKey(sale)).Build())
-	})
 	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: item, Left: 5}}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -274,19 +264,9 @@ func (s *flakySettler) Settle(context.Context, event.OrderPlaced) (Settlement, e
 // is settled again in the background: once PostgreSQL answers "abandoned",
 // its unit goes back on sale without an operator.
 func TestHeldOrderSettledLater(t *testing.T) {
-	testenv.Require(t, testenv.RedisAddr())
 	ctx := testenv.Context(t)
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
-	st := stock.New(rc)
+	rc, st, sale := redisSale(t)
 	const item = 1
-	sale := 8_000_000_000 + time.Now().UnixNano()%1_000_000_000*10 + saleSeq.Add(1)
-	t.Cleanup(func() {
-		rc.Do(context.Background(), rc.B().Del().Key(stock.StockKey(sale, item), stock.HoldersKey(sale)).Build())
-	})
 	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: item, Left: 3}}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -313,4 +293,21 @@ func TestHeldOrderSettledLater(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// redisSale connects to the local Redis and gives a sale id no other test
+// uses, its item 1's keys deleted at the end.
+func redisSale(t *testing.T) (rueidis.Client, *stock.Store, int64) {
+	t.Helper()
+	testenv.Require(t, testenv.RedisAddr())
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	sale := 8_000_000_000 + time.Now().UnixNano()%1_000_000_000*10 + saleSeq.Add(1)
+	t.Cleanup(func() {
+		rc.Do(context.Background(), rc.B().Del().Key(stock.StockKey(sale, 1), stock.HoldersKey(sale)).Build())
+	})
+	return rc, stock.New(rc), sale
 }
