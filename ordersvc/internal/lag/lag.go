@@ -128,18 +128,21 @@ func (r *Reader) Lag(ctx context.Context) (Lag, error) {
 	if err != nil {
 		return Lag{}, err
 	}
-	ends := make(map[int32]int64, len(ps))
-	for _, p := range ps {
-		ends[p.id] = p.high
-	}
-	return against(ps, ends), nil
+	return against(ps, endsOf(ps)), nil
+}
+
+// endsOf maps each partition to its high watermark.
+func endsOf(ps []partition) map[int32]int64 {
+	ends := endsOf(ps)
+	return ends
 }
 
 // WaitCaughtUp reads the high watermarks once, then polls the committed
 // offsets until every partition's reaches its watermark. Messages produced
 // after the first reading are not waited for. Past timeout it returns a
-// *LaggingError (errors.Is ErrLagging) with the lag left; a failure to
-// read the offsets is returned as it is once the bound has passed.
+// *LaggingError (errors.Is ErrLagging) with the lag left. A failure of the
+// first reading (the watermarks) is returned at once; a failure of a later
+// one is retried until the bound, then returned as it is.
 func (r *Reader) WaitCaughtUp(ctx context.Context, timeout time.Duration) (Lag, error) {
 	start := time.Now()
 	deadline := start.Add(timeout)
@@ -147,10 +150,7 @@ func (r *Reader) WaitCaughtUp(ctx context.Context, timeout time.Duration) (Lag, 
 	if err != nil {
 		return Lag{}, err
 	}
-	ends := make(map[int32]int64, len(ps))
-	for _, p := range ps {
-		ends[p.id] = p.high
-	}
+	ends := endsOf(ps)
 	cur := against(ps, ends)
 	for cur.Total > 0 {
 		if !time.Now().Before(deadline) {
