@@ -133,7 +133,10 @@ func (r *Reader) Lag(ctx context.Context) (Lag, error) {
 
 // endsOf maps each partition to its high watermark.
 func endsOf(ps []partition) map[int32]int64 {
-	ends := endsOf(ps)
+	ends := make(map[int32]int64, len(ps))
+	for _, p := range ps {
+		ends[p.id] = p.high
+	}
 	return ends
 }
 
