@@ -98,7 +98,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 	}
 	// Settles purchases whose publish was not confirmed; one bounded call on
 	// the purchase path, like a Redis call.
-	settler, err := purchase.NewSettler(g.pool, cfg.RedisTimeout)
+	settler, err := purchase.NewSettler(g.pool, cfg.SettleTimeout)
 	if err != nil {
 		g.Close()
 		return nil, err

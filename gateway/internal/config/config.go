@@ -77,8 +77,11 @@ type Config struct {
 	// PublishTimeout bounds the wait for the broker's acknowledgement.
 	PublishTimeout time.Duration
 	PublishLinger  time.Duration
-	PostgresDSN    string // catalog reads only
-	OrdersvcAddr   string // host:port the order endpoints are proxied to
+	PostgresDSN    string // catalog reads, and settling unconfirmed publishes
+	// SettleTimeout bounds one settling transaction (the REJECTED row that
+	// decides an order whose publish was not confirmed).
+	SettleTimeout time.Duration
+	OrdersvcAddr  string // host:port the order endpoints are proxied to
 	// OrdersvcAdminAddr is the order service's admin listener, read by the
 	// dashboard for orders by status, consumer lag and the reconcile verdict.
 	OrdersvcAdminAddr string
@@ -131,6 +134,7 @@ func Load(getenv func(string) string) (Config, error) {
 		PublishTimeout:    s.Duration("FLASHSALE_PUBLISH_TIMEOUT", 3*time.Second),
 		PublishLinger:     s.Duration("FLASHSALE_PUBLISH_LINGER", 2*time.Millisecond),
 		PostgresDSN:       s.String("FLASHSALE_PG_DSN", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable"),
+		SettleTimeout:     s.Duration("FLASHSALE_SETTLE_TIMEOUT", time.Second),
 		OrdersvcAddr:      s.String("FLASHSALE_ORDERSVC_ADDR", "127.0.0.1:8090"),
 		OrdersvcAdminAddr: s.String("FLASHSALE_ORDERSVC_ADMIN_ADDR", "127.0.0.1:8091"),
 		ReusePort:         s.Bool("FLASHSALE_REUSEPORT", false),
@@ -186,6 +190,7 @@ func (c Config) validate() error {
 	need(len(c.GateKey) >= 32, "FLASHSALE_GATE_KEY", "missing or shorter than 32 bytes (or set FLASHSALE_GATE_KEY_FILE)")
 	need(len(c.AdminToken) >= 16, "FLASHSALE_ADMIN_TOKEN", "missing or shorter than 16 bytes (or set FLASHSALE_ADMIN_TOKEN_FILE)")
 	need(c.RedisTimeout > 0, "FLASHSALE_REDIS_TIMEOUT", "must be positive")
+	need(c.SettleTimeout >= 10*time.Millisecond, "FLASHSALE_SETTLE_TIMEOUT", "must be at least 10ms")
 	need(c.PublishTimeout >= 100*time.Millisecond, "FLASHSALE_PUBLISH_TIMEOUT", "must be at least 100ms")
 	need(c.PublishLinger >= 0, "FLASHSALE_PUBLISH_LINGER", "must not be negative")
 	need(c.LimitMaxKeys >= 64, "FLASHSALE_LIMIT_MAX_KEYS", "must be at least 64")
