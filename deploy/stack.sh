@@ -277,7 +277,11 @@ rc_node_start() { # PORT
 		die "cluster bus port $bus of node $port is taken (set FLASHSALE_REDIS_CLUSTER_PORT)"
 	fi
 	mkdir -p "$dir"
-	rm -f "$dir/redis.pid"
+	# A replica's full sync leaves the master's snapshot in dump.rdb even
+	# with --save "", and redis-server loads any dump.rdb it finds: a node
+	# restarted on it would come back with stale keys (and `cluster create`
+	# refuses a node with keys). No persistence means starting empty.
+	rm -f "$dir/redis.pid" "$dir/dump.rdb"
 	# A small node timeout makes failover quick (a master is declared
 	# failed after 2 s). Replicas always stand for election however long
 	# their link was down (validity factor 0): with no persistence there is
