@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -44,8 +45,9 @@ type Publisher interface {
 
 // Buyer runs purchases.
 type Buyer struct {
-	retries      chan release           // releases that failed, retried by RunRetries
-	unsettled    chan event.OrderPlaced // held orders settled again by RunSettles
+	retries      chan release   // releases that failed, retried by RunRetries
+	unsettled    chan heldOrder // held orders settled again by RunSettles
+	backingOff   atomic.Int64   // releases and settlements waiting out a backoff
 	stock        *stock.Store
 	redis        rueidis.Client
 	pub          Publisher
@@ -60,7 +62,7 @@ type Buyer struct {
 // pub could not confirm.
 func NewBuyer(redis rueidis.Client, st *stock.Store, pub Publisher, settler Settler, redisTimeout time.Duration, log *slog.Logger) *Buyer {
 	return &Buyer{stock: st, redis: redis, pub: pub, settler: settler, redisTimeout: redisTimeout, log: log, now: time.Now,
-		retries: make(chan release, retryQueue), unsettled: make(chan event.OrderPlaced, settleQueue)}
+		retries: make(chan release, retryQueue), unsettled: make(chan heldOrder, settleQueue)}
 }
 
 // verdict is what a purchase comes to after its publish.
@@ -147,7 +149,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		b.log.Error("publish unconfirmed and order not settled; unit kept reserved until a later settlement or reconcile frees it",
 			"sale", saleID, "item", itemID, "order", oid, "err", err)
 		select {
-		case b.unsettled <- placed:
+		case b.unsettled <- heldOrder{o: placed}:
 		default:
 			b.log.Error("settle queue full; the unit stays reserved until reconcile", "order", oid)
 		}
@@ -216,67 +218,94 @@ func (b *Buyer) tryRelease(ctx context.Context, r release) bool {
 }
 
 // RunRetries retries failed releases with backoff until ctx ends; what is
-// still queued then is logged for reconcile.
+// still queued then is logged for reconcile. A release waiting out its
+// backoff is off the queue (a timer puts it back), so one release that
+// keeps failing (its sale's stock not loaded) does not hold up the others.
 func (b *Buyer) RunRetries(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			if n := len(b.retries); n > 0 {
+			if n := len(b.retries) + int(b.backingOff.Load()); n > 0 {
 				b.log.Error("reservations not released at shutdown; run reconcile", "count", n)
 			}
 			return
 		case r := <-b.retries:
-			for !b.tryRelease(ctx, r) {
-				r.attempts++
-				wait := min(time.Duration(r.attempts)*100*time.Millisecond, 2*time.Second)
-				select {
-				case <-ctx.Done():
-					b.log.Error("reservations not released at shutdown; run reconcile", "count", len(b.retries)+1)
-					return
-				case <-time.After(wait):
-				}
+			if b.tryRelease(ctx, r) {
+				continue
 			}
+			r.attempts++
+			later(&b.backingOff, min(time.Duration(r.attempts)*100*time.Millisecond, 2*time.Second), func() {
+				select {
+				case b.retries <- r:
+				default:
+					b.log.Error("reservation not released and the retry queue is full; run reconcile", "order", r.orderID)
+				}
+			})
 		}
 	}
+}
+
+// later runs f after d, counting it in n meanwhile.
+func later(n *atomic.Int64, d time.Duration, f func()) {
+	n.Add(1)
+	time.AfterFunc(d, func() {
+		n.Add(-1)
+		f()
+	})
 }
 
 // settleQueue bounds the held orders waiting for PostgreSQL to settle them.
 const settleQueue = 4096
 
+// settleAttempts bounds the settlements of one held order (~8 minutes of
+// backoff); past it the order is left to reconcile's UUIDv7 age rule.
+const settleAttempts = 100
+
+// heldOrder is an order Buy kept reserved, waiting to be settled.
+type heldOrder struct {
+	o        event.OrderPlaced
+	attempts int
+}
+
 // RunSettles settles again, with backoff, the orders Buy kept reserved
 // because neither the broker nor PostgreSQL could say whether they exist:
 // once PostgreSQL answers, an abandoned order's unit is given back (its
 // REJECTED row now takes the id, so a late copy of the event is ignored)
-// and a placed one is left to the order service. It runs until ctx ends.
+// and a placed one is left to the order service. Like RunRetries, an order
+// waiting out its backoff is off the queue. It runs until ctx ends.
 func (b *Buyer) RunSettles(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			if n := len(b.unsettled); n > 0 {
-				b.log.Error("held orders not settled at shutdown; run reconcile", "count", n)
+			if n := len(b.unsettled) + int(b.backingOff.Load()); n > 0 {
+				b.log.Error("held orders or releases pending at shutdown; run reconcile", "count", n)
 			}
 			return
-		case o := <-b.unsettled:
-			for attempt := 1; ; attempt++ {
-				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				s, err := b.settler.Settle(sctx, o)
-				cancel()
-				if err == nil && s == Abandoned {
-					b.release(ctx, o.SaleID, o.ItemID, o.UserID, o.OrderID.String())
-					b.log.Info("held order settled as abandoned; unit given back", "order", o.OrderID)
-					break
-				}
-				if err == nil && s == Placed {
-					b.log.Info("held order settled as placed", "order", o.OrderID)
-					break
-				}
-				select {
-				case <-ctx.Done():
-					b.log.Error("held orders not settled at shutdown; run reconcile", "count", len(b.unsettled)+1)
-					return
-				case <-time.After(min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)):
-				}
+		case h := <-b.unsettled:
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			s, err := b.settler.Settle(sctx, h.o)
+			cancel()
+			switch {
+			case err == nil && s == Abandoned:
+				b.release(ctx, h.o.SaleID, h.o.ItemID, h.o.UserID, h.o.OrderID.String())
+				b.log.Info("held order settled as abandoned; unit given back", "order", h.o.OrderID)
+				continue
+			case err == nil && s == Placed:
+				b.log.Info("held order settled as placed", "order", h.o.OrderID)
+				continue
 			}
+			h.attempts++
+			if h.attempts >= settleAttempts {
+				b.log.Error("held order still not settled; its unit stays reserved until reconcile", "order", h.o.OrderID, "err", err)
+				continue
+			}
+			later(&b.backingOff, min(time.Duration(h.attempts)*200*time.Millisecond, 5*time.Second), func() {
+				select {
+				case b.unsettled <- h:
+				default:
+					b.log.Error("settle queue full; the unit stays reserved until reconcile", "order", h.o.OrderID)
+				}
+			})
 		}
 	}
 }

@@ -28,12 +28,33 @@ type Admin struct {
 	health    *Health
 	webhook   *PaymentWebhook
 	log       *slog.Logger
+	// stopping ends when the service shuts down: the long operations
+	// (load-stock and repairs, which wait for the consumer) stop then, since
+	// a stopping consumer commits nothing more and they could only time out.
+	stopping context.Context
 }
 
 // NewAdmin builds the admin API; token is the bearer credential. webhook
 // is the payment provider's endpoint, nil when none is configured.
 func NewAdmin(s *sale.Service, token []byte, h *Health, webhook *PaymentWebhook, log *slog.Logger) *Admin {
-	return &Admin{sales: s, tokenHash: sha256.Sum256(token), health: h, webhook: webhook, log: log}
+	return &Admin{sales: s, tokenHash: sha256.Sum256(token), health: h, webhook: webhook, log: log,
+		stopping: context.Background()}
+}
+
+// StopLongOpsWith ends load-stock and reconcile requests in progress when
+// ctx ends (the service's shutdown), instead of letting them run out their
+// catch-up bound past the shutdown timeout.
+func (a *Admin) StopLongOpsWith(ctx context.Context) *Admin {
+	a.stopping = ctx
+	return a
+}
+
+// longOp is the context of a load-stock or reconcile: base's values, the
+// admin timeout plus the catch-up bound, cancelled at shutdown.
+func (a *Admin) longOp(base context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(base, AdminTimeout+a.sales.CatchUpTimeout())
+	stop := context.AfterFunc(a.stopping, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // Handler routes the admin listener; timeouts derive from base (see
@@ -119,7 +140,7 @@ func (a *Admin) loadStock(base context.Context, rctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(base, AdminTimeout+a.sales.CatchUpTimeout())
+	ctx, cancel := a.longOp(base)
 	defer cancel()
 	res, err := a.sales.LoadStock(ctx, id)
 	if err != nil {
@@ -149,7 +170,7 @@ func (a *Admin) reconcile(base context.Context, rctx *fasthttp.RequestCtx) {
 		}
 		repair = b
 	}
-	ctx, cancel := context.WithTimeout(base, AdminTimeout+a.sales.CatchUpTimeout())
+	ctx, cancel := a.longOp(base)
 	defer cancel()
 	rec, err := a.sales.Reconcile(ctx, id, repair)
 	if err != nil {

@@ -89,7 +89,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	public := newServer("ordersvc-public", api.NewPublic(st, rc, rl, verifier, health, log).Handler(base), 64<<10, log)
 	sales := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithCatchUp(lr, cfg.CatchUpTimeout),
 		sale.WithLagTracker(tracker), sale.WithMetrics(m))
-	admin := newServer("ordersvc-admin", api.NewAdmin(sales, cfg.AdminToken, health, webhook, log).Handler(base), 2<<20, log)
+	admin := newServer("ordersvc-admin", api.NewAdmin(sales, cfg.AdminToken, health, webhook, log).StopLongOpsWith(ctx).Handler(base), 2<<20, log)
 
 	var lc net.ListenConfig
 	publicLn, err := lc.Listen(ctx, "tcp", cfg.Addr)
