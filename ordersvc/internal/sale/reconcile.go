@@ -132,14 +132,13 @@ func (s *Service) Reconcile(ctx context.Context, saleID int64, repair bool) (Rec
 	// Right after a Redis Cluster failover the client may still aim at the
 	// dead master; it learns the new slot map from that failure, so a short
 	// wait and a second try usually succeed.
-	for attempt := 1; attempt <= reconcileRetries && transientRedis(err); attempt++ {
+	for attempt := 1; attempt <= reconcileRetries && transientRedis(err, repair); attempt++ {
 		select {
 		case <-ctx.Done():
-			attempt = reconcileRetries
-			continue
+			err = fmt.Errorf("reconcile sale %d: %w (after %v)", saleID, ctx.Err(), err)
 		case <-time.After(time.Duration(attempt) * 300 * time.Millisecond):
+			rec, err = s.reconcileOnce(ctx, saleID, repair)
 		}
-		rec, err = s.reconcileOnce(ctx, saleID, repair)
 	}
 	s.record(saleID, rec, err)
 	return rec, err
@@ -149,15 +148,20 @@ func (s *Service) Reconcile(ctx context.Context, saleID int64, repair bool) (Rec
 // connection or cluster state.
 const reconcileRetries = 3
 
-// transientRedis tells errors a failover or reconnect explains: the
-// connection refused, reset or cut, or the cluster not serving a slot yet.
-func transientRedis(err error) bool {
+// transientRedis tells errors a failover explains: a connection refused
+// (dialing the dead master) or the cluster not serving a slot yet, which
+// prove nothing was written; and, for a read-only reconcile, a connection
+// cut mid-call (the dead master's sockets). A repair is not retried after a
+// cut: its write may have landed, and the retry would report the sale clean.
+func transientRedis(err error, repair bool) bool {
 	if err == nil {
 		return false
 	}
 	var opErr *net.OpError
-	if errors.As(err, &opErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
+	if errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &opErr) && opErr.Op == "dial") {
+		return true
+	}
+	if !repair && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
 		return true
 	}
 	var re *rueidis.RedisError
