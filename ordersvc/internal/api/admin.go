@@ -21,6 +21,11 @@ import (
 // AdminTimeout bounds one admin operation (fasthttp's own Deadline is always zero).
 const AdminTimeout = 30 * time.Second
 
+// StatusTimeout bounds the sale status (counts of orders by status), which
+// dashboards poll every second and give up on well before: a slow count
+// must end rather than pile up on the database the consumer writes to.
+const StatusTimeout = 3 * time.Second
+
 // Admin serves the operators' endpoints on the admin listener.
 type Admin struct {
 	sales     *sale.Service
@@ -192,7 +197,7 @@ func (a *Admin) status(base context.Context, rctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(base, AdminTimeout)
+	ctx, cancel := context.WithTimeout(base, StatusTimeout)
 	defer cancel()
 	st, err := a.sales.Status(ctx, id)
 	if err != nil {

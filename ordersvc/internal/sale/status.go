@@ -195,9 +195,15 @@ func (s *Service) lagStatus() LagStatus {
 	return ls
 }
 
+// periodicReconcileTimeout bounds the read-only reconcile of one sale in
+// WatchOpenSales.
+const periodicReconcileTimeout = 30 * time.Second
+
 // WatchOpenSales reconciles every open sale, read-only, every interval
 // until ctx ends: the verdicts reach Status and /metrics, and drift is
-// logged for an operator to repair. It never writes to Redis.
+// logged for an operator to repair. It never writes to Redis. Every order
+// service instance that has it on runs it, each keeping its own verdicts.
+
 func (s *Service) WatchOpenSales(ctx context.Context, interval time.Duration, log *slog.Logger) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -215,7 +221,10 @@ func (s *Service) WatchOpenSales(ctx context.Context, interval time.Duration, lo
 			continue
 		}
 		for _, id := range ids {
-			rec, err := s.Reconcile(ctx, id, false)
+			// One sale that hangs (a slow read) must not starve the others.
+			rctx, cancel := context.WithTimeout(ctx, periodicReconcileTimeout)
+			rec, err := s.Reconcile(rctx, id, false)
+			cancel()
 			switch {
 			case ctx.Err() != nil:
 				return nil
