@@ -38,6 +38,12 @@ for i in $(seq 0 $((instances - 1))); do
 		FLASHSALE_ORDERSVC_ADMIN_ADDR="127.0.0.1:$((8091 + 2 * i))" "$bin/ordersvc" serve
 	wait_ready ordersvc "http://127.0.0.1:$((8091 + 2 * i))/readyz" "$stack/logs/ordersvc-$i.log"
 done
+# With SO_REUSEPORT a gateway left over from an aborted run would silently
+# share the port and take part of the traffic: refuse to start beside one.
+if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:8080/"; then
+	echo "demo: something already answers on 127.0.0.1:8080 (a gateway from an earlier run?); stop it first" >&2
+	exit 1
+fi
 # The load generator plays the load balancer: it reports each shopper's
 # address in X-Forwarded-For, which the gateway believes only from loopback.
 for i in $(seq 0 $((instances - 1))); do

@@ -335,8 +335,11 @@ rc_healthy() {
 	if grep -qx 'role:slave' <<<"$repl"; then
 		grep -qx 'master_link_status:up' <<<"$repl" || return 1
 	fi
-	# No node is still flagged failed (a restarted node is known again).
-	! rc_cli "$port" cluster nodes | grep -q 'fail'
+	# No node is still flagged failed or suspected (a restarted node is
+	# known again). The flags are the third field; "nofailover" is not one.
+	local nodes
+	nodes="$(rc_cli "$port" cluster nodes)" || return 1
+	! awk '$3 ~ /(^|,)fail\??(,|$)/ { found = 1 } END { exit !found }' <<<"$nodes"
 }
 
 rc_all_healthy() {
