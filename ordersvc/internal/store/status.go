@@ -69,9 +69,10 @@ func (s *Store) OrdersByStatus(ctx context.Context, saleID int64) ([]ItemStatusC
 	return out, nil
 }
 
-// OpenSales lists the sales open at now: started and not ended.
+// OpenSales lists the sales open at now: started and not ended, newest
+// first (the ones an operator is watching, checked first).
 func (s *Store) OpenSales(ctx context.Context, now time.Time) ([]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id FROM flash_sale WHERE starts_at <= $1 AND ends_at > $1 ORDER BY id`, now)
+	rows, err := s.pool.Query(ctx, `SELECT id FROM flash_sale WHERE starts_at <= $1 AND ends_at > $1 ORDER BY id DESC`, now)
 	if err != nil {
 		return nil, fmt.Errorf("list open sales: %w", err)
 	}
