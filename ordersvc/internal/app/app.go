@@ -10,13 +10,17 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/rueidis"
 
 	"flashsale/ordersvc/internal/config"
 	"flashsale/ordersvc/internal/lag"
+	"flashsale/ordersvc/internal/sale"
+	"flashsale/ordersvc/internal/store"
 	"flashsale/pkg/redisconn"
+	"flashsale/pkg/stock"
 )
 
 // ErrUsage marks a bad command line.
@@ -106,4 +110,37 @@ func openRedis(cfg config.Config) (rueidis.Client, error) {
 		return nil, err
 	}
 	return rc, nil
+}
+
+// shardLookupTimeout bounds reading a sale's shard count from PostgreSQL.
+const shardLookupTimeout = 5 * time.Second
+
+// stockStore is the stock store every part of the service uses: it learns
+// each sale's shard count from PostgreSQL (see store.ShardsOf).
+func stockStore(rc rueidis.Client, st *store.Store) *stock.Store {
+	return stock.New(rc, stock.WithShards(st.ShardsOf(shardLookupTimeout)))
+}
+
+// openSales opens PostgreSQL, Redis and the lag reader for a one-shot sale
+// command (load-stock, reconcile) and builds the sale service over them,
+// waiting for the consumer as the server does; closeAll releases all three.
+func openSales(ctx context.Context, cfg config.Config) (svc *sale.Service, closeAll func(), err error) {
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	rc, err := openRedis(cfg)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	lr, err := openLag(cfg)
+	if err != nil {
+		rc.Close()
+		pool.Close()
+		return nil, nil, err
+	}
+	st := store.New(pool)
+	svc = sale.NewService(st, stockStore(rc, st), sale.WithAcceptedRecords(rc), sale.WithCatchUp(lr, cfg.CatchUpTimeout))
+	return svc, func() { lr.Close(); rc.Close(); pool.Close() }, nil
 }

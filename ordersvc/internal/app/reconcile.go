@@ -1,8 +1,6 @@
 package app
 
 import (
-	"time"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,8 +9,6 @@ import (
 
 	"flashsale/ordersvc/internal/config"
 	"flashsale/ordersvc/internal/sale"
-	"flashsale/ordersvc/internal/store"
-	"flashsale/pkg/stock"
 )
 
 // ErrDifferences: reconcile found Redis and PostgreSQL disagreeing and did
@@ -49,23 +45,12 @@ func runReconcile(ctx context.Context, cfg config.Config, args []string, stdout 
 	if *id <= 0 {
 		return fmt.Errorf("%w: reconcile: --sale must be a positive sale id", ErrUsage)
 	}
-	pool, err := openPool(ctx, cfg)
+	sales, closeAll, err := openSales(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	rc, err := openRedis(cfg)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	lr, err := openLag(cfg)
-	if err != nil {
-		return err
-	}
-	defer lr.Close()
-	rec, err := sale.NewService(store.New(pool), stock.New(rc, stock.WithShards(store.New(pool).ShardsOf(5*time.Second))), sale.WithAcceptedRecords(rc),
-		sale.WithCatchUp(lr, cfg.CatchUpTimeout)).Reconcile(ctx, *id, *repair)
+	defer closeAll()
+	rec, err := sales.Reconcile(ctx, *id, *repair)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,6 @@ import (
 	"flashsale/ordersvc/internal/sale"
 	"flashsale/ordersvc/internal/store"
 	"flashsale/pkg/auth"
-	"flashsale/pkg/stock"
 )
 
 // Serve migrates the database, then runs the consumer, the relay, the
@@ -52,7 +51,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	defer rc.Close()
 
 	st, m := store.New(pool), &metrics.Counters{}
-	stk := stock.New(rc, stock.WithShards(st.ShardsOf(5*time.Second)))
+	stk := stockStore(rc, st)
 	rl := relay.New(st, stk, log.With("component", "relay"), m)
 	cons, err := consumer.New(consumer.Config{
 		Brokers: cfg.KafkaBrokers, Topic: cfg.OrdersTopic, DLQTopic: cfg.DLQTopic, Group: cfg.ConsumerGroup,

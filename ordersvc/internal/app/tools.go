@@ -12,7 +12,6 @@ import (
 	"flashsale/ordersvc/internal/config"
 	"flashsale/ordersvc/internal/sale"
 	"flashsale/ordersvc/internal/store"
-	"flashsale/pkg/stock"
 )
 
 func printJSON(w io.Writer, v any) error {
@@ -115,22 +114,12 @@ func runLoadStock(ctx context.Context, cfg config.Config, args []string, stdout 
 	if *id <= 0 {
 		return fmt.Errorf("%w: load-stock: --sale must be a positive sale id", ErrUsage)
 	}
-	pool, err := openPool(ctx, cfg)
+	sales, closeAll, err := openSales(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	rc, err := openRedis(cfg)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	lr, err := openLag(cfg)
-	if err != nil {
-		return err
-	}
-	defer lr.Close()
-	res, err := sale.NewService(store.New(pool), stock.New(rc, stock.WithShards(store.New(pool).ShardsOf(5*time.Second))), sale.WithCatchUp(lr, cfg.CatchUpTimeout)).LoadStock(ctx, *id)
+	defer closeAll()
+	res, err := sales.LoadStock(ctx, *id)
 	if err != nil {
 		return err
 	}
