@@ -16,11 +16,7 @@ import (
 func movesStore(t *testing.T, shards int) (rueidis.Client, *Store, layout) {
 	t.Helper()
 	testenv.Require(t, testenv.RedisAddr())
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := testenv.RedisClient(t, testenv.RedisAddr())
 	sale := 8_000_000_000 + time.Now().UnixNano()%1_000_000_000
 	t.Cleanup(func() {
 		ctx := context.Background()

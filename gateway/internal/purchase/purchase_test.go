@@ -108,11 +108,7 @@ var saleSeq atomic.Int64
 func TestBuyAfterPublish(t *testing.T) {
 	testenv.Require(t, testenv.RedisAddr())
 	ctx := testenv.Context(t)
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
+	rc := testenv.RedisClient(t, testenv.RedisAddr())
 	st := stock.New(rc)
 	const item, units = 1, 5
 
@@ -300,11 +296,7 @@ func TestHeldOrderSettledLater(t *testing.T) {
 func redisSale(t *testing.T) (rueidis.Client, *stock.Store, int64) {
 	t.Helper()
 	testenv.Require(t, testenv.RedisAddr())
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
+	rc := testenv.RedisClient(t, testenv.RedisAddr())
 	sale := 8_000_000_000 + time.Now().UnixNano()%1_000_000_000*10 + saleSeq.Add(1)
 	t.Cleanup(func() {
 		rc.Do(context.Background(), rc.B().Del().Key(stock.StockKey(sale, 1), stock.HoldersKey(sale)).Build())
