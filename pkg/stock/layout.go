@@ -134,8 +134,8 @@ func itemOfKey(key string) (int64, bool) {
 }
 
 // StockKeys lists the keys whose sum is an item's units left: its one stock
-// key, or the pool and every shard of a sharded sale. For readers that batch
-// many items in one round trip (Left does the same for one item).
+// key, or the pool and every shard of a sharded sale (Left sums them; the
+// gateway's stock poll batches them for many items in one round trip).
 func (s *Store) StockKeys(saleID, itemID int64) ([]string, error) {
 	l, err := s.layout(saleID)
 	if err != nil {

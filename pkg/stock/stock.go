@@ -345,16 +345,9 @@ func (s *Store) loadSlot(ctx context.Context, l layout, tag, epoch, msg string, 
 // Left reads the units left of an item (the pool and every shard of a
 // sharded one); ErrNotLoaded when a key is missing.
 func (s *Store) Left(ctx context.Context, saleID, itemID int64) (int64, error) {
-	l, err := s.layout(saleID)
+	keys, err := s.StockKeys(saleID, itemID)
 	if err != nil {
 		return 0, err
-	}
-	keys := make([]string, 0, l.shards+1)
-	if l.shards > 1 {
-		keys = append(keys, l.poolKey(itemID))
-	}
-	for k := range l.shards {
-		keys = append(keys, l.stockKey(k, itemID))
 	}
 	cmds := make(rueidis.Commands, 0, len(keys))
 	for _, k := range keys {
