@@ -6,24 +6,25 @@ BIN     := $(CURDIR)/bin
 GO      ?= go
 # confluent-kafka-go links librdkafka statically through cgo.
 export CGO_ENABLED := 1
-# CLUSTER=1 (make up CLUSTER=1) adds the local Redis Cluster (3 masters, 3
-# replicas) to the stack. make test always starts it: the cluster tests
-# need it, and with FLASHSALE_REDIS_CLUSTER=1 they fail instead of skipping.
-CLUSTER ?= $(or $(FLASHSALE_REDIS_CLUSTER),0)
+# CLUSTER=1 (make up CLUSTER=1) adds the scaled-out shape to the stack: a
+# Redis Cluster (3 masters, 3 replicas) and a Kafka cluster (3 nodes,
+# replication factor 3). make test always starts it: the cluster tests need
+# it, and with FLASHSALE_CLUSTER=1 they fail instead of skipping.
+CLUSTER ?= $(or $(FLASHSALE_CLUSTER),$(FLASHSALE_REDIS_CLUSTER),0)
 
 .PHONY: help up down status build test check vet fmt demo bench faults clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-up: ## start the local stack (Redis, PostgreSQL, Kafka-protocol broker; CLUSTER=1 adds a Redis Cluster), installing what is missing
-	@FLASHSALE_REDIS_CLUSTER=$(CLUSTER) bash deploy/stack.sh up
+up: ## start the local stack (Redis, PostgreSQL, Apache Kafka; CLUSTER=1 adds a Redis Cluster and a 3-node Kafka cluster), installing what is missing
+	@FLASHSALE_CLUSTER=$(CLUSTER) bash deploy/stack.sh up
 
 down: ## stop the local stack (data kept under .stack/)
 	@bash deploy/stack.sh down
 
 status: ## show the local stack
-	@FLASHSALE_REDIS_CLUSTER=$(CLUSTER) bash deploy/stack.sh status
+	@FLASHSALE_CLUSTER=$(CLUSTER) bash deploy/stack.sh status
 
 build: ## build the binaries into bin/
 	@mkdir -p $(BIN)
@@ -32,10 +33,10 @@ build: ## build the binaries into bin/
 	$(GO) build -o $(BIN)/loadtest ./loadtest
 
 test: ## run the whole suite against the local stack, Redis Cluster included
-	@FLASHSALE_REDIS_CLUSTER=1 bash deploy/stack.sh up
+	@FLASHSALE_CLUSTER=1 bash deploy/stack.sh up
 	@set -e; for m in $(MODULES); do \
 		echo "== $$m"; \
-		(cd $$m && FLASHSALE_REDIS_CLUSTER=1 $(GO) test -count=1 -timeout 15m ./...); \
+		(cd $$m && FLASHSALE_CLUSTER=1 $(GO) test -count=1 -timeout 15m ./...); \
 	done
 
 vet: ## go vet every module
@@ -47,7 +48,7 @@ fmt: ## gofmt every module
 check: fmt vet test ## what to run before committing
 
 demo: up build ## run a flash sale end to end on the local stack and print the report (CLUSTER=1: Redis Cluster, 3 shards, 2 gateways, 2 order services)
-	@FLASHSALE_REDIS_CLUSTER=$(CLUSTER) bash deploy/demo.sh
+	@FLASHSALE_CLUSTER=$(CLUSTER) bash deploy/demo.sh
 
 faults: up ## fault injection and hostile input against the real servers; runs alone (stops and restarts them)
 	@cd faults && $(GO) test -count=1 -p 1 -v -timeout 20m ./...

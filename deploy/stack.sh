@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Local development stack of flashsale: Redis, PostgreSQL and a
-# Kafka-protocol broker (deploy/kafka, built on franz-go's kfake), each bound
-# to 127.0.0.1 with its data, log and pid files under one folder.
+# Local development stack of flashsale: Redis, PostgreSQL and Apache Kafka
+# (KRaft, deploy/kafka.sh), each bound to 127.0.0.1 with its data, log and
+# pid files under one folder.
 #
 #   deploy/stack.sh up | down | status | wipe
-#   deploy/stack.sh start | stop | restart  redis | postgres | kafka | redis-cluster
-#   deploy/stack.sh redis-kill-master [PORT]
+#   deploy/stack.sh start | stop | restart  redis | postgres | kafka | redis-cluster | kafka-cluster
+#   deploy/stack.sh redis-kill-master [PORT] | kafka-kill-node ID
 #
-# With FLASHSALE_REDIS_CLUSTER=1, up also starts a local Redis Cluster of
-# 3 masters and 3 replicas (make up CLUSTER=1).
+# With FLASHSALE_CLUSTER=1, up also starts the scaled-out shape: a Redis
+# Cluster of 3 masters and 3 replicas and a Kafka cluster of 3 nodes
+# (make up CLUSTER=1).
 #
 # Every command is idempotent. See deploy/README.md.
 set -euo pipefail
@@ -20,22 +21,28 @@ usage: deploy/stack.sh COMMAND [SERVICE]
   up                      install missing packages, start every service, wait until each answers
   down                    stop every service gracefully
   status                  show each service (exit 3 when one is not running)
-  start|stop|restart SVC  control one service: redis, postgres, kafka or redis-cluster
-                          (start redis-cluster after a kill: brings back the dead nodes once
-                          their replicas took over; they rejoin as replicas)
+  start|stop|restart SVC  control one service: redis, postgres, kafka, redis-cluster or
+                          kafka-cluster (start redis-cluster after a kill: brings back the dead
+                          nodes once their replicas took over; they rejoin as replicas; start
+                          kafka-cluster: starts the nodes that are not running)
   redis-kill-master [PORT] SIGKILL one cluster master (PORT, or the first master found) and
                           print its port; for failover tests
+  kafka-kill-node ID      SIGKILL Kafka cluster node ID (1..3) and print its pid
   wipe                    down, then delete the data folder
 
 environment (defaults in brackets):
   FLASHSALE_STACK_DIR          data, logs and pid files [<repo>/.stack]
   FLASHSALE_REDIS_PORT         [16379]
   FLASHSALE_PG_PORT            [15432]
-  FLASHSALE_KAFKA_PORT         [19092]
-  FLASHSALE_KAFKA_PARTITIONS   partitions of seeded and auto-created topics [6]
-  FLASHSALE_KAFKA_SYNC_WRITES  1 fsyncs every produced batch before the ack, 0 relies on the page cache [1]
+  FLASHSALE_KAFKA_PORT         one-node Kafka's client port; controller +1, proxied listener +2/+3 [19092]
+  FLASHSALE_KAFKA_CLUSTER_PORT first client port of the 3-node Kafka cluster; controllers +10,
+                               proxied listeners +20/+30 [19101]
+  FLASHSALE_KAFKA_PARTITIONS   partitions of the flash-sale topics and of auto-created ones [12]
+  FLASHSALE_KAFKA_HEAP         JVM heap flags of each Kafka node [-Xms256m -Xmx1g]
+  KAFKA_HOME                   an Apache Kafka 4.x distribution to run instead of Maven Central's jars
   FLASHSALE_STACK_WAIT         seconds to wait for a service to answer [60]
-  FLASHSALE_REDIS_CLUSTER      1: up, status and down include the Redis Cluster [0]
+  FLASHSALE_CLUSTER            1: up, status and down include the Redis Cluster and the Kafka
+                               cluster [0] (FLASHSALE_REDIS_CLUSTER is read too)
   FLASHSALE_REDIS_CLUSTER_PORT first of the 6 cluster node ports [17001]; each node's
                                cluster bus is its port + 10000 (port - 10000 above 55535)
 EOF
@@ -45,11 +52,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 STACK="${FLASHSALE_STACK_DIR:-$ROOT/.stack}"
 REDIS_PORT="${FLASHSALE_REDIS_PORT:-16379}"
 PG_PORT="${FLASHSALE_PG_PORT:-15432}"
-KAFKA_PORT="${FLASHSALE_KAFKA_PORT:-19092}"
-KAFKA_PARTITIONS="${FLASHSALE_KAFKA_PARTITIONS:-6}"
-KAFKA_SYNC_WRITES="${FLASHSALE_KAFKA_SYNC_WRITES:-1}"
 WAIT="${FLASHSALE_STACK_WAIT:-60}"
-CLUSTER="${FLASHSALE_REDIS_CLUSTER:-0}"
+CLUSTER="${FLASHSALE_CLUSTER:-${FLASHSALE_REDIS_CLUSTER:-0}}"
 CLUSTER_PORT="${FLASHSALE_REDIS_CLUSTER_PORT:-17001}"
 CLUSTER_NODES=6 # 3 masters, 3 replicas
 HOST=127.0.0.1
@@ -60,10 +64,6 @@ REDIS_DIR="$STACK/redis"
 REDIS_PID="$REDIS_DIR/redis.pid"
 REDIS_LOG="$REDIS_DIR/redis.log"
 CLUSTER_DIR="$STACK/redis-cluster"
-KAFKA_DIR="$STACK/kafka"
-KAFKA_BIN="$STACK/bin/kafka-broker"
-KAFKA_PID="$KAFKA_DIR/kafka.pid"
-KAFKA_LOG="$KAFKA_DIR/kafka.log"
 # PG_BASE (data, socket, log) is resolved lazily by pg_resolve: it may have to
 # live outside $STACK when the postgres user cannot reach $STACK.
 PG_BASE=""
@@ -143,6 +143,9 @@ ensure_packages() {
 	[[ -n "$(pg_bin_dir)" ]] || missing+=(postgresql)
 	# curl: readiness checks of the services in demo.sh
 	command -v curl >/dev/null 2>&1 || missing+=(curl)
+	# a JRE for Apache Kafka, Maven to fetch its jars (deploy/kafka.sh)
+	local kp
+	for kp in $(kafka_packages); do missing+=("$kp"); done
 	# chromium + chromedriver: the browser tests of the sale page and
 	# dashboard. Optional without root: those tests then skip and say why.
 	local optional=()
@@ -171,8 +174,9 @@ ensure_packages() {
 		}
 		command -v redis-server >/dev/null 2>&1 || die "redis-server still missing after install"
 		[[ -n "$(pg_bin_dir)" ]] || die "PostgreSQL server binaries still missing after install"
+		java_ok || die "java 17 or newer still missing after install"
 	fi
-	[[ -n "$(find_go)" ]] || die "go not found; install Go 1.26 or newer from https://go.dev/dl/ (it builds the Kafka broker)"
+	[[ -n "$(find_go)" ]] || die "go not found; install Go 1.26 or newer from https://go.dev/dl/ (it builds kafka-admin and the services)"
 	command -v gcc >/dev/null 2>&1 ||
 		die "gcc not found; install it with: sudo apt-get install -y gcc (confluent-kafka-go needs cgo)"
 }
@@ -655,83 +659,8 @@ pg_status() {
 
 # ---------------------------------------------------------------- kafka
 
-kafka_running() { pid_alive "$KAFKA_PID" kafka-broker; }
-
-kafka_probe() { "$KAFKA_BIN" -probe -addr-port "$KAFKA_PORT" -probe-timeout 1s >/dev/null 2>&1; }
-
-kafka_build() {
-	local go
-	go="$(find_go)"
-	[[ -n "$go" ]] || ensure_packages
-	mkdir -p "$STACK/bin"
-	if ! (cd "$ROOT" && "$go" build -o "$KAFKA_BIN" ./deploy/kafka) >"$STACK/kafka-build.log" 2>&1; then
-		tail_log "$STACK/kafka-build.log"
-		# A workspace being edited must not keep fault tests from
-		# restarting the broker they already have.
-		[[ -x "$KAFKA_BIN" ]] || die "go build ./deploy/kafka failed"
-		note "go build ./deploy/kafka failed; starting the previously built $KAFKA_BIN"
-	fi
-}
-
-kafka_start() {
-	if kafka_running; then return 0; fi
-	kafka_build
-	if port_open "$KAFKA_PORT"; then
-		die "port $KAFKA_PORT is taken by a process that is not this stack's Kafka broker (set FLASHSALE_KAFKA_PORT)"
-	fi
-	local sync=true
-	if [[ "$KAFKA_SYNC_WRITES" == 0 || "$KAFKA_SYNC_WRITES" == false ]]; then
-		sync=false
-	fi
-	mkdir -p "$KAFKA_DIR/data"
-	rm -f "$KAFKA_PID"
-	# setsid: the broker leaves our session, so a Ctrl-C aimed at whatever
-	# ran this script does not reach it. It execs in place (we are not a
-	# group leader), so $! is the broker's own pid.
-	setsid nohup "$KAFKA_BIN" -addr-port "$KAFKA_PORT" -data-dir "$KAFKA_DIR/data" \
-		-partitions "$KAFKA_PARTITIONS" -sync-writes="$sync" \
-		</dev/null >>"$KAFKA_LOG" 2>&1 9>&- &
-	echo $! >"$KAFKA_PID"
-	local deadline=$((SECONDS + WAIT))
-	until kafka_probe; do
-		if ! kafka_running; then
-			tail_log "$KAFKA_LOG"
-			die "kafka broker exited during startup"
-		fi
-		if ((SECONDS >= deadline)); then
-			tail_log "$KAFKA_LOG"
-			die "kafka broker did not answer metadata on $HOST:$KAFKA_PORT within ${WAIT}s"
-		fi
-		sleep 0.2
-	done
-}
-
-kafka_stop() {
-	if ! kafka_running; then
-		rm -f "$KAFKA_PID"
-		return 0
-	fi
-	local pid
-	pid="$(<"$KAFKA_PID")"
-	# SIGTERM: the broker closes kfake, which writes its snapshot, group
-	# offsets and producer state. Records were already on disk when acked.
-	kill -TERM "$pid" 2>/dev/null || true
-	if ! wait_gone "$pid" 40; then
-		note "kafka broker (pid $pid) did not exit 40s after SIGTERM; killing it (acked records are on disk, the next start replays the log)"
-		kill -KILL "$pid" 2>/dev/null || true
-		wait_gone "$pid" 5 || die "kafka broker (pid $pid) does not die"
-	fi
-	rm -f "$KAFKA_PID"
-}
-
-kafka_status() {
-	if kafka_running && [[ -x "$KAFKA_BIN" ]] && kafka_probe; then
-		printf '%-9s running  %s:%s  pid %s  bootstrap.servers=%s:%s\n' kafka "$HOST" "$KAFKA_PORT" "$(<"$KAFKA_PID")" "$HOST" "$KAFKA_PORT"
-	else
-		printf '%-9s stopped  %s:%s\n' kafka "$HOST" "$KAFKA_PORT"
-		return 1
-	fi
-}
+# shellcheck source=deploy/kafka.sh
+source "$ROOT/deploy/kafka.sh"
 
 # ---------------------------------------------------------------- commands
 
@@ -744,8 +673,9 @@ service_do() { # ACTION SERVICE
 	redis) "redis_$1" ;;
 	postgres | pg) "pg_$1" ;;
 	kafka) "kafka_$1" ;;
-	redis-cluster | cluster) "redis-cluster_$1" ;;
-	*) die "unknown service '$2' (redis, postgres, kafka or redis-cluster)" ;;
+	redis-cluster) "redis-cluster_$1" ;;
+	kafka-cluster) "kafka-cluster_$1" ;;
+	*) die "unknown service '$2' (redis, postgres, kafka, redis-cluster or kafka-cluster)" ;;
 	esac
 }
 
@@ -754,6 +684,9 @@ status_all() {
 	for s in "${SERVICES[@]}"; do service_do status "$s" || rc=3; done
 	if cluster_wanted || rc_any_running; then
 		redis-cluster_status || rc=3
+	fi
+	if cluster_wanted || kafka_any_cluster_node_running; then
+		kafka-cluster_status || rc=3
 	fi
 	return "$rc"
 }
@@ -773,20 +706,24 @@ main() {
 	up)
 		lock
 		ensure_packages # only checks when everything is there
-		if redis_running && pg_running && kafka_running && kafka_probe; then
+		if redis_running && pg_running && kafka_running; then
 			pg_ensure_db
 		else
 			redis_start
 			pg_start
 			kafka_start
 		fi
-		if cluster_wanted; then redis-cluster_start; fi
+		if cluster_wanted; then
+			redis-cluster_start
+			kafka-cluster_start
+		fi
 		status_all
 		;;
 	down)
 		[[ -d "$STACK" ]] || return 0
 		lock
 		kafka_stop
+		kafka-cluster_stop
 		redis_stop
 		redis-cluster_stop
 		pg_stop
@@ -795,13 +732,13 @@ main() {
 		status_all
 		;;
 	start | stop)
-		[[ -n "$svc" ]] || die "usage: deploy/stack.sh $cmd redis|postgres|kafka|redis-cluster"
+		[[ -n "$svc" ]] || die "usage: deploy/stack.sh $cmd redis|postgres|kafka|redis-cluster|kafka-cluster"
 		lock
 		service_do "$cmd" "$svc"
 		[[ "$cmd" == stop ]] || service_do status "$svc"
 		;;
 	restart)
-		[[ -n "$svc" ]] || die "usage: deploy/stack.sh restart redis|postgres|kafka|redis-cluster"
+		[[ -n "$svc" ]] || die "usage: deploy/stack.sh restart redis|postgres|kafka|redis-cluster|kafka-cluster"
 		lock
 		service_do stop "$svc"
 		service_do start "$svc"
@@ -811,12 +748,18 @@ main() {
 		lock
 		rc_kill_master "$svc"
 		;;
+	kafka-kill-node)
+		[[ "$svc" =~ ^[1-3]$ ]] || die "usage: deploy/stack.sh kafka-kill-node 1|2|3"
+		lock
+		kafka_kill_node "$svc"
+		;;
 	wipe)
 		local fallback
 		fallback="$(pg_fallback_base)"
 		if [[ -d "$STACK" ]]; then
 			lock
 			kafka_stop
+			kafka-cluster_stop
 			redis_stop
 			redis-cluster_stop
 			pg_stop

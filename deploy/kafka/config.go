@@ -5,118 +5,116 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 )
 
-// Topics every local broker serves from the start; the gateway publishes to
-// the first, ordersvc dead-letters to the second.
-const (
-	ordersTopic = "flash-sale-orders"
-	dlqTopic    = "flash-sale-orders.dlq"
-)
-
-// seededTopics lists the topics a fresh broker creates and a probe requires.
-var seededTopics = []string{ordersTopic, dlqTopic}
-
-// Config is everything one invocation of the binary needs. loadConfig is the
-// only place that fills it: defaults in code, then the environment, then
-// flags.
-type Config struct {
-	// Port is the TCP port on 127.0.0.1; 0 picks a free one (tests).
-	Port int
-	// DataDir enables kfake persistence; empty keeps everything in memory.
-	DataDir string
-	// Partitions is the partition count of the seeded topics and of every
-	// topic created without an explicit count.
-	Partitions int
-	// SyncWrites fsyncs every produced batch before it is acknowledged.
-	SyncWrites bool
-	// LogLevel is the slog level: debug, info, warn or error.
-	LogLevel slog.Level
-	// ShutdownTimeout bounds the graceful close that writes the snapshot.
-	ShutdownTimeout time.Duration
-
-	// Probe asks a running broker for the seeded topics and exits instead
-	// of serving.
-	Probe bool
-	// ProbeTimeout bounds one probe.
-	ProbeTimeout time.Duration
+// ProbeConfig is what `probe` needs.
+type ProbeConfig struct {
+	Bootstrap string
+	// Brokers is how many brokers the metadata must list.
+	Brokers int
+	Timeout time.Duration
 }
 
-const defaultPort = 19092
-
-func defaultConfig() Config {
-	return Config{
-		Port:            defaultPort,
-		Partitions:      6,
-		SyncWrites:      true,
-		LogLevel:        slog.LevelInfo,
-		ShutdownTimeout: 30 * time.Second,
-		ProbeTimeout:    2 * time.Second,
-	}
+// TopicsConfig is what `topics` needs: the topics and the settings they must
+// have. The defaults are production's for the orders topic (see
+// deploy/README.md): deploy/stack.sh passes a replication factor of 1 and
+// min.insync.replicas of 1 for the one-node stack.
+type TopicsConfig struct {
+	Bootstrap         string
+	Topics            []string
+	Partitions        int
+	ReplicationFactor int
+	MinInsyncReplicas int
+	// Retention of the orders topic: long enough to replay a sale after
+	// an incident, short enough not to keep shoppers' ids forever.
+	Retention time.Duration
+	Timeout   time.Duration
 }
 
-// loadConfig reads flags over the environment over defaults and validates
-// the result, reporting every problem at once.
-func loadConfig(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
-	cfg := defaultConfig()
-
-	var envErrs []error
-	if v := getenv("FLASHSALE_KAFKA_PORT"); v != "" {
-		p, err := strconv.Atoi(v)
-		if err != nil {
-			envErrs = append(envErrs, fmt.Errorf("FLASHSALE_KAFKA_PORT: %q is not a port number", v))
-		} else {
-			cfg.Port = p
-		}
-	}
-
-	fs := flag.NewFlagSet("kafka-broker", flag.ContinueOnError)
-	fs.SetOutput(usage)
-	fs.IntVar(&cfg.Port, "addr-port", cfg.Port, "TCP port to listen on at 127.0.0.1, 0 for any free port (env FLASHSALE_KAFKA_PORT)")
-	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory persisting records, topics and group offsets across restarts; empty keeps everything in memory")
-	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the seeded topics and of auto-created topics")
-	fs.BoolVar(&cfg.SyncWrites, "sync-writes", cfg.SyncWrites, "fsync each produced batch before acknowledging it (survives power loss, not only a killed broker)")
-	logLevel := fs.String("log-level", strings.ToLower(cfg.LogLevel.String()), "log level: debug, info, warn, error")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "maximum time the graceful close may take")
-	fs.BoolVar(&cfg.Probe, "probe", cfg.Probe, "check that the broker on -addr-port answers metadata for the seeded topics, then exit")
-	fs.DurationVar(&cfg.ProbeTimeout, "probe-timeout", cfg.ProbeTimeout, "maximum time one -probe may take")
+func parseProbe(args []string, out io.Writer) (ProbeConfig, error) {
+	cfg := ProbeConfig{Bootstrap: "127.0.0.1:19092", Brokers: 1, Timeout: 2 * time.Second}
+	fs := flag.NewFlagSet("kafka-admin probe", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&cfg.Bootstrap, "bootstrap", cfg.Bootstrap, "bootstrap.servers of the cluster")
+	fs.IntVar(&cfg.Brokers, "brokers", cfg.Brokers, "brokers the metadata must list")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "maximum time the probe may take")
 	if err := fs.Parse(args); err != nil {
-		return Config{}, fmt.Errorf("parse flags: %w", err)
+		return cfg, err
 	}
+	var errs []error
 	if fs.NArg() > 0 {
-		envErrs = append(envErrs, fmt.Errorf("unexpected arguments: %q", fs.Args()))
+		errs = append(errs, fmt.Errorf("unexpected arguments: %q", fs.Args()))
 	}
-	if err := cfg.LogLevel.UnmarshalText([]byte(*logLevel)); err != nil {
-		envErrs = append(envErrs, fmt.Errorf("log-level: %q is not one of debug, info, warn, error", *logLevel))
+	if cfg.Bootstrap == "" {
+		errs = append(errs, errors.New("bootstrap: empty"))
 	}
-
-	if err := errors.Join(append(envErrs, cfg.Validate())...); err != nil {
-		return Config{}, fmt.Errorf("invalid configuration: %w", err)
+	if cfg.Brokers < 1 {
+		errs = append(errs, fmt.Errorf("brokers: %d must be at least 1", cfg.Brokers))
+	}
+	if cfg.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("timeout: %v must be positive", cfg.Timeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return cfg, fmt.Errorf("invalid flags: %w", err)
 	}
 	return cfg, nil
 }
 
-// Validate reports every invalid field, each by its flag name.
-func (c Config) Validate() error {
+func parseTopics(args []string, out io.Writer) (TopicsConfig, error) {
+	cfg := TopicsConfig{
+		Bootstrap:         "127.0.0.1:19092",
+		Topics:            []string{"flash-sale-orders", "flash-sale-orders.dlq"},
+		Partitions:        12,
+		ReplicationFactor: 3,
+		MinInsyncReplicas: 2,
+		Retention:         7 * 24 * time.Hour,
+		Timeout:           30 * time.Second,
+	}
+	topics := strings.Join(cfg.Topics, ",")
+	fs := flag.NewFlagSet("kafka-admin topics", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&cfg.Bootstrap, "bootstrap", cfg.Bootstrap, "bootstrap.servers of the cluster")
+	fs.StringVar(&topics, "topics", topics, "comma-separated topics: the orders topic, then its dead-letter topic")
+	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of each topic")
+	fs.IntVar(&cfg.ReplicationFactor, "replication-factor", cfg.ReplicationFactor, "replicas of each partition")
+	fs.IntVar(&cfg.MinInsyncReplicas, "min-insync-replicas", cfg.MinInsyncReplicas, "replicas that must have a record before an acks=all write is acknowledged")
+	fs.DurationVar(&cfg.Retention, "retention", cfg.Retention, "retention.ms of the topics")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "maximum time creating and checking may take")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	cfg.Topics = nil
+	for _, t := range strings.Split(topics, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			cfg.Topics = append(cfg.Topics, t)
+		}
+	}
 	var errs []error
-	if c.Port < 0 || c.Port > 65535 {
-		errs = append(errs, fmt.Errorf("addr-port: %d is outside 0..65535", c.Port))
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments: %q", fs.Args()))
 	}
-	if c.Probe && c.Port == 0 {
-		errs = append(errs, errors.New("addr-port: -probe needs a concrete port, not 0"))
+	if len(cfg.Topics) == 0 {
+		errs = append(errs, errors.New("topics: none given"))
 	}
-	if c.Partitions < 1 || c.Partitions > 10000 {
-		errs = append(errs, fmt.Errorf("partitions: %d is outside 1..10000", c.Partitions))
+	if cfg.Partitions < 1 {
+		errs = append(errs, fmt.Errorf("partitions: %d must be at least 1", cfg.Partitions))
 	}
-	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("shutdown-timeout: %v must be positive", c.ShutdownTimeout))
+	if cfg.ReplicationFactor < 1 {
+		errs = append(errs, fmt.Errorf("replication-factor: %d must be at least 1", cfg.ReplicationFactor))
 	}
-	if c.ProbeTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("probe-timeout: %v must be positive", c.ProbeTimeout))
+	if cfg.MinInsyncReplicas < 1 || cfg.MinInsyncReplicas > cfg.ReplicationFactor {
+		errs = append(errs, fmt.Errorf("min-insync-replicas: %d must be between 1 and the replication factor %d", cfg.MinInsyncReplicas, cfg.ReplicationFactor))
 	}
-	return errors.Join(errs...)
+	if cfg.Retention <= 0 {
+		errs = append(errs, fmt.Errorf("retention: %v must be positive", cfg.Retention))
+	}
+	if cfg.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("timeout: %v must be positive", cfg.Timeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return cfg, fmt.Errorf("invalid flags: %w", err)
+	}
+	return cfg, nil
 }

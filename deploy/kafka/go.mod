@@ -2,14 +2,4 @@ module flashsale/deploy/kafka
 
 go 1.26.8
 
-require (
-	github.com/twmb/franz-go v1.22.3
-	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
-	github.com/twmb/franz-go/pkg/kmsg v1.15.1
-)
-
-require (
-	github.com/klauspost/compress v1.20.4 // indirect
-	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	golang.org/x/crypto v0.58.0 // indirect
-)
+require github.com/confluentinc/confluent-kafka-go/v2 v2.11.1

@@ -1,7 +1,9 @@
-// Command kafka-broker is the Kafka-protocol broker of the local development
-// stack. It wraps github.com/twmb/franz-go/pkg/kfake as a single broker on
-// 127.0.0.1, persisting to a data folder, with the flash-sale topics seeded.
-// Production points bootstrap.servers at a real Kafka cluster instead.
+// Command kafka-admin prepares and checks the Apache Kafka brokers of the
+// local stack: deploy/stack.sh runs `probe` until a node (or the whole
+// cluster) answers, then `topics` to create the orders topic and its
+// dead-letter topic with the settings production uses. It speaks to the
+// brokers through confluent-kafka-go's AdminClient, the client the services
+// use, so a broker it accepts is one they can use.
 package main
 
 import (
@@ -10,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,27 +19,49 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kafka-broker:", err)
+		fmt.Fprintln(os.Stderr, "kafka-admin:", err)
 		os.Exit(1)
 	}
 }
 
-// run serves the broker until ctx is cancelled, or with -probe checks a
-// running one. Logs go to stdout so one redirect captures everything.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := loadConfig(args, getenv, stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
+const usage = `usage: kafka-admin COMMAND [flags]
+
+  probe    succeed once the brokers answer metadata (-brokers: how many must be registered)
+  topics   create the orders topic and its dead-letter topic if missing, check them if present,
+           and wait until every partition has a leader
+
+Run kafka-admin COMMAND -h for the flags of one command.
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command")
 	}
-	if err != nil {
-		return err
-	}
-	if cfg.Probe {
+	switch args[0] {
+	case "probe":
+		cfg, err := parseProbe(args[1:], stderr)
+		if err != nil {
+			return err
+		}
 		return probe(ctx, cfg, stdout)
+	case "topics":
+		cfg, err := parseTopics(args[1:], stderr)
+		if err != nil {
+			return err
+		}
+		return ensureTopics(ctx, cfg, stdout)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return flag.ErrHelp
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
 	}
-	log := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	return serve(ctx, cfg, log)
 }

@@ -1,0 +1,419 @@
+# shellcheck shell=bash
+# kafka.sh: Apache Kafka for the local stack, sourced by deploy/stack.sh
+# (which defines HOST, STACK, ROOT, WAIT and the helpers die, note,
+# tail_log, port_open, pid_alive, wait_gone, is_root, find_go).
+#
+# The broker is Apache Kafka itself in KRaft mode (no ZooKeeper), run by
+# Java 17 from the jars Maven Central serves for org.apache.kafka:kafka_2.13
+# (deploy/kafka/pom.xml pins the version), or from a distribution named by
+# KAFKA_HOME. Two shapes:
+#
+#   kafka          one combined broker+controller node, node id 1:
+#                  client 19092, controller 19093, replication factor 1
+#   kafka-cluster  three combined nodes, ids 1..3: clients 19101..19103,
+#                  controllers 19111..19113; replication factor 3,
+#                  min.insync.replicas 2, no unclean leader election
+#
+# Every node also has a listener named PROXIED, bound on port +2 (single)
+# or 19121..19123 (cluster) and advertised on port +3 or 19131..19133,
+# where nothing listens unless a fault test puts a TCP proxy there: a
+# client that bootstraps through the proxies is told to use them for every
+# broker, so a network fault can sit between it and one broker (toxiproxy;
+# see faults/). Services and tests use the plain listener.
+
+KAFKA_PORT="${FLASHSALE_KAFKA_PORT:-19092}"
+KAFKA_CLUSTER_PORT="${FLASHSALE_KAFKA_CLUSTER_PORT:-19101}"
+KAFKA_PARTITIONS="${FLASHSALE_KAFKA_PARTITIONS:-12}"
+# 2 cores and 24 GiB: a node of the local stack needs little heap (its
+# data lives in the page cache, not the heap); four of them run during
+# make test. Production brokers get 6 GiB (deploy/README.md).
+KAFKA_HEAP="${FLASHSALE_KAFKA_HEAP:--Xms256m -Xmx1g}"
+KAFKA_WAIT="${FLASHSALE_KAFKA_WAIT:-120}"
+KAFKA_ROOT="$STACK/kafka"
+KAFKA_POM="$ROOT/deploy/kafka/pom.xml"
+KAFKA_ADMIN="$STACK/bin/kafka-admin"
+KAFKA_CLUSTER_NODES=3
+
+# ------------------------------------------------------------ installation
+
+# java_ok: a java of version 17 or newer is on PATH.
+java_ok() {
+	command -v java >/dev/null 2>&1 || return 1
+	local v
+	v="$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')"
+	[[ "${v%%.*}" =~ ^[0-9]+$ ]] && ((${v%%.*} >= 17))
+}
+
+# kafka_packages: the Debian packages Kafka needs and this machine lacks
+# (a JRE; Maven unless the jars are cached or KAFKA_HOME has them).
+kafka_packages() {
+	java_ok || echo default-jre-headless
+	if [[ -z "${KAFKA_HOME:-}" ]] && ! kafka_jars_cached && ! command -v mvn >/dev/null 2>&1; then
+		echo maven
+	fi
+}
+
+# kafka_libs: the folder whose jars make the broker's classpath.
+kafka_libs() {
+	if [[ -n "${KAFKA_HOME:-}" ]]; then
+		echo "$KAFKA_HOME/libs"
+	else
+		echo "$KAFKA_ROOT/libs"
+	fi
+}
+
+kafka_pom_hash() { sha256sum "$KAFKA_POM" | cut -c1-16; }
+
+kafka_jars_cached() {
+	[[ -f "$KAFKA_ROOT/libs/.pom-$(kafka_pom_hash)" ]]
+}
+
+# kafka_jars: make sure the classpath is there. From Maven Central once per
+# version of deploy/kafka/pom.xml (a stamp of its hash marks a complete
+# copy; Maven's own ~/.m2 cache makes a changed pom download only what
+# changed).
+kafka_jars() {
+	if [[ -n "${KAFKA_HOME:-}" ]]; then
+		compgen -G "$KAFKA_HOME/libs/kafka_2.13-*.jar" >/dev/null ||
+			die "KAFKA_HOME=$KAFKA_HOME has no libs/kafka_2.13-*.jar (point it at an Apache Kafka 4.x distribution, or unset it to use Maven Central's jars)"
+		return 0
+	fi
+	kafka_jars_cached && return 0
+	command -v mvn >/dev/null 2>&1 || ensure_packages
+	local tmp="$KAFKA_ROOT/libs.tmp" log="$KAFKA_ROOT/maven.log"
+	mkdir -p "$KAFKA_ROOT"
+	rm -rf "$tmp"
+	note "fetching the Kafka broker's jars with Maven ($(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$KAFKA_POM"); log in $log)"
+	mvn -B -q -f "$KAFKA_POM" dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory="$tmp" >"$log" 2>&1 || {
+		tail_log "$log"
+		die "mvn could not fetch the Kafka jars (Maven Central reachable? see $log)"
+	}
+	compgen -G "$tmp/kafka_2.13-*.jar" >/dev/null || die "mvn finished but $tmp has no kafka_2.13 jar"
+	touch "$tmp/.pom-$(kafka_pom_hash)"
+	rm -rf "$KAFKA_ROOT/libs"
+	mv "$tmp" "$KAFKA_ROOT/libs"
+}
+
+# kafka_admin_build: deploy/kafka (probe, topic creation) as a binary,
+# rebuilt when its sources change.
+kafka_admin_build() {
+	local src="$ROOT/deploy/kafka" go
+	if [[ -x "$KAFKA_ADMIN" ]] && [[ -z "$(find "$src" -name '*.go' -newer "$KAFKA_ADMIN" -o -name go.mod -newer "$KAFKA_ADMIN")" ]]; then
+		return 0
+	fi
+	go="$(find_go)"
+	[[ -n "$go" ]] || ensure_packages
+	go="$(find_go)"
+	mkdir -p "$STACK/bin"
+	note "building deploy/kafka (kafka-admin; the first build links librdkafka and takes about a minute)"
+	(cd "$ROOT" && "$go" build -o "$KAFKA_ADMIN" ./deploy/kafka) >"$STACK/kafka-admin-build.log" 2>&1 || {
+		tail_log "$STACK/kafka-admin-build.log"
+		[[ -x "$KAFKA_ADMIN" ]] || die "go build ./deploy/kafka failed"
+		note "go build ./deploy/kafka failed; using the previously built $KAFKA_ADMIN"
+	}
+}
+
+# ------------------------------------------------------------ one node
+
+# Node names: "single" for the one-node stack, "cluster-N" for the three.
+kafka_dir() { echo "$KAFKA_ROOT/$1"; }
+kafka_pidfile() { echo "$KAFKA_ROOT/$1/kafka.pid"; }
+kafka_node_running() { pid_alive "$(kafka_pidfile "$1")" "flashsale.kafka=$1 "; }
+
+# kafka_node_ports NAME: client controller proxied-bind proxied-advertised
+kafka_node_ports() {
+	case "$1" in
+	single) echo "$KAFKA_PORT $((KAFKA_PORT + 1)) $((KAFKA_PORT + 2)) $((KAFKA_PORT + 3))" ;;
+	cluster-*)
+		local i=$((${1#cluster-} - 1))
+		echo "$((KAFKA_CLUSTER_PORT + i)) $((KAFKA_CLUSTER_PORT + 10 + i)) $((KAFKA_CLUSTER_PORT + 20 + i)) $((KAFKA_CLUSTER_PORT + 30 + i))"
+		;;
+	*) die "unknown kafka node $1" ;;
+	esac
+}
+
+kafka_voters() { # single | cluster
+	if [[ "$1" == single ]]; then
+		echo "1@$HOST:$((KAFKA_PORT + 1))"
+	else
+		local i out=()
+		for i in $(seq 1 "$KAFKA_CLUSTER_NODES"); do
+			out+=("$i@$HOST:$((KAFKA_CLUSTER_PORT + 10 + i - 1))")
+		done
+		(
+			IFS=,
+			echo "${out[*]}"
+		)
+	fi
+}
+
+# kafka_write_config NAME: the node's server.properties, written at every
+# start so a changed port or setting applies to an existing node.
+kafka_write_config() {
+	local name="$1" dir id rf isr voters client ctrl pbind padv
+	dir="$(kafka_dir "$name")"
+	read -r client ctrl pbind padv <<<"$(kafka_node_ports "$name")"
+	if [[ "$name" == single ]]; then
+		id=1 rf=1 isr=1 voters="$(kafka_voters single)"
+	else
+		id="${name#cluster-}" rf=3 isr=2 voters="$(kafka_voters cluster)"
+	fi
+	mkdir -p "$dir/data"
+	cat >"$dir/server.properties" <<EOF
+# Written by deploy/stack.sh at every start of node $name; edit deploy/kafka.sh instead.
+process.roles=broker,controller
+node.id=$id
+controller.quorum.voters=$voters
+controller.listener.names=CONTROLLER
+listeners=PLAINTEXT://$HOST:$client,PROXIED://$HOST:$pbind,CONTROLLER://$HOST:$ctrl
+advertised.listeners=PLAINTEXT://$HOST:$client,PROXIED://$HOST:$padv
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,PROXIED:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$dir/data
+
+# Durability: what production uses on three brokers (deploy/README.md).
+default.replication.factor=$rf
+min.insync.replicas=$isr
+unclean.leader.election.enable=false
+offsets.topic.replication.factor=$rf
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$isr
+
+# The project creates its topics (kafka-admin topics); tests produce to
+# topics of their own, which the broker creates with the same partitions.
+num.partitions=$KAFKA_PARTITIONS
+auto.create.topics.enable=true
+offsets.topic.num.partitions=12
+
+# Local only, so tests wait less: a dead node is fenced after 4 s (default
+# 9 s), a lagging follower leaves the ISR after 10 s (default 30 s), a new
+# consumer group does not wait 3 s for more members.
+broker.heartbeat.interval.ms=1000
+broker.session.timeout.ms=4000
+replica.lag.time.max.ms=10000
+group.initial.rebalance.delay.ms=0
+
+# Two cores: fewer threads than Kafka's defaults for a big machine.
+num.network.threads=2
+num.io.threads=4
+num.recovery.threads.per.data.dir=2
+EOF
+}
+
+# kafka_format NAME CLUSTER_ID: kafka-storage format, once per node.
+kafka_format() {
+	local name="$1" cid="$2" dir
+	dir="$(kafka_dir "$name")"
+	[[ -f "$dir/data/meta.properties" ]] && return 0
+	java -cp "$(kafka_libs)/*" -Dlog4j2.configurationFile="$ROOT/deploy/kafka/log4j2.properties" \
+		kafka.tools.StorageTool format --ignore-formatted -t "$cid" -c "$dir/server.properties" \
+		>"$dir/format.log" 2>&1 || {
+		tail_log "$dir/format.log"
+		die "kafka-storage format of node $name failed"
+	}
+}
+
+# kafka_cluster_id SHAPE: a KRaft cluster id (16 random bytes, base64url),
+# made once per shape.
+kafka_cluster_id() {
+	local f="$KAFKA_ROOT/$1.cluster-id"
+	if [[ ! -s "$f" ]]; then
+		mkdir -p "$KAFKA_ROOT"
+		head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$f"
+	fi
+	cat "$f"
+}
+
+kafka_node_start() { # NAME CLUSTER_ID
+	local name="$1" dir pidfile client ctrl pbind padv p
+	kafka_node_running "$name" && return 0
+	dir="$(kafka_dir "$name")"
+	pidfile="$(kafka_pidfile "$name")"
+	read -r client ctrl pbind padv <<<"$(kafka_node_ports "$name")"
+	for p in "$client" "$ctrl" "$pbind"; do
+		if port_open "$p"; then
+			die "port $p is taken by a process that is not this stack's Kafka node $name (set FLASHSALE_KAFKA_PORT / FLASHSALE_KAFKA_CLUSTER_PORT)"
+		fi
+	done
+	kafka_write_config "$name"
+	kafka_format "$name" "$2"
+	rm -f "$pidfile"
+	# setsid: the node leaves our session, so a Ctrl-C aimed at whatever ran
+	# this script does not reach it. It execs in place (we are not a group
+	# leader), so $! is the JVM's own pid. The -D marker names the node for
+	# pid_alive. GC settings are those of Kafka's own kafka-run-class.sh.
+	# shellcheck disable=SC2086
+	setsid nohup java $KAFKA_HEAP -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+		-XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
+		-Djava.awt.headless=true "-Dflashsale.kafka=$name" \
+		-Dlog4j2.configurationFile="$ROOT/deploy/kafka/log4j2.properties" -Dkafka.logs.dir="$dir" \
+		-cp "$(kafka_libs)/*" kafka.Kafka "$dir/server.properties" \
+		</dev/null >>"$dir/kafka.log" 2>&1 9>&- &
+	echo $! >"$pidfile"
+}
+
+kafka_node_stop() { # NAME
+	local name="$1" pidfile pid
+	pidfile="$(kafka_pidfile "$name")"
+	if ! kafka_node_running "$name"; then
+		rm -f "$pidfile"
+		return 0
+	fi
+	pid="$(<"$pidfile")"
+	# SIGTERM: a controlled shutdown (leadership moves to the other nodes
+	# first, the log is flushed and closed cleanly).
+	kill -TERM "$pid" 2>/dev/null || true
+	if ! wait_gone "$pid" 60; then
+		note "kafka node $name (pid $pid) did not exit 60s after SIGTERM; killing it"
+		kill -KILL "$pid" 2>/dev/null || true
+		wait_gone "$pid" 5 || die "kafka node $name (pid $pid) does not die"
+	fi
+	rm -f "$pidfile"
+}
+
+# kafka_wait BOOTSTRAP BROKERS NAMES...: until the cluster lists BROKERS
+# brokers, failing early when one of the nodes died.
+kafka_wait() {
+	local bootstrap="$1" brokers="$2" n
+	shift 2
+	local deadline=$((SECONDS + KAFKA_WAIT))
+	until "$KAFKA_ADMIN" probe -bootstrap "$bootstrap" -brokers "$brokers" -timeout 2s >/dev/null 2>&1; do
+		for n in "$@"; do
+			if ! kafka_node_running "$n"; then
+				tail_log "$(kafka_dir "$n")/kafka.log"
+				die "kafka node $n exited during startup"
+			fi
+		done
+		if ((SECONDS >= deadline)); then
+			for n in "$@"; do tail_log "$(kafka_dir "$n")/kafka.log"; done
+			die "kafka on $bootstrap did not list $brokers broker(s) within ${KAFKA_WAIT}s"
+		fi
+		sleep 0.5
+	done
+}
+
+kafka_topics() { # BOOTSTRAP RF MIN_ISR
+	local out
+	out="$("$KAFKA_ADMIN" topics -bootstrap "$1" -partitions "$KAFKA_PARTITIONS" \
+		-replication-factor "$2" -min-insync-replicas "$3" -timeout 60s 2>&1)" || {
+		echo "$out" >&2
+		die "creating the flash-sale topics on $1 failed"
+	}
+	grep '^created' <<<"$out" | sed 's/^/stack: /' >&2 || true
+}
+
+kafka_bootstrap() { # single | cluster
+	if [[ "$1" == single ]]; then
+		echo "$HOST:$KAFKA_PORT"
+	else
+		local i out=()
+		for i in $(seq 0 $((KAFKA_CLUSTER_NODES - 1))); do out+=("$HOST:$((KAFKA_CLUSTER_PORT + i))"); done
+		(
+			IFS=,
+			echo "${out[*]}"
+		)
+	fi
+}
+
+kafka_cluster_names() {
+	local i
+	for i in $(seq 1 "$KAFKA_CLUSTER_NODES"); do echo "cluster-$i"; done
+}
+
+# ------------------------------------------------------------ the services
+
+kafka_running() {
+	kafka_node_running single && "$KAFKA_ADMIN" probe -bootstrap "$(kafka_bootstrap single)" -timeout 2s >/dev/null 2>&1
+}
+
+kafka_start() {
+	kafka_node_running single && return 0
+	java_ok || ensure_packages
+	kafka_jars
+	kafka_admin_build
+	kafka_node_start single "$(kafka_cluster_id single)"
+	kafka_wait "$(kafka_bootstrap single)" 1 single
+	kafka_topics "$(kafka_bootstrap single)" 1 1
+}
+
+kafka_stop() { kafka_node_stop single; }
+
+kafka_status() {
+	if [[ -x "$KAFKA_ADMIN" ]] && kafka_running; then
+		printf '%-9s running  %s:%s  pid %s  bootstrap.servers=%s  (Apache Kafka, KRaft, 1 node)\n' kafka "$HOST" "$KAFKA_PORT" \
+			"$(<"$(kafka_pidfile single)")" "$(kafka_bootstrap single)"
+	else
+		printf '%-9s stopped  %s:%s\n' kafka "$HOST" "$KAFKA_PORT"
+		return 1
+	fi
+}
+
+kafka-cluster_running() {
+	local n
+	for n in $(kafka_cluster_names); do kafka_node_running "$n" || return 1; done
+	"$KAFKA_ADMIN" probe -bootstrap "$(kafka_bootstrap cluster)" -brokers "$KAFKA_CLUSTER_NODES" -timeout 2s >/dev/null 2>&1
+}
+
+# kafka-cluster_start starts every node that is not running (all three at
+# once on a first start: each waits for a quorum of controllers), then waits
+# until the three are registered and creates the topics.
+kafka-cluster_start() {
+	local n names=()
+	java_ok || ensure_packages
+	kafka_jars
+	kafka_admin_build
+	mapfile -t names < <(kafka_cluster_names)
+	for n in "${names[@]}"; do kafka_node_start "$n" "$(kafka_cluster_id cluster)"; done
+	kafka_wait "$(kafka_bootstrap cluster)" "$KAFKA_CLUSTER_NODES" "${names[@]}"
+	kafka_topics "$(kafka_bootstrap cluster)" 3 2
+}
+
+kafka-cluster_stop() {
+	local n pids=()
+	# In parallel: a node's controlled shutdown waits for the others to take
+	# its leaderships; stopped one by one, the last waits for nobody.
+	for n in $(kafka_cluster_names); do
+		kafka_node_stop "$n" &
+		pids+=($!)
+	done
+	for n in "${pids[@]}"; do wait "$n" || die "stopping a kafka cluster node failed"; done
+}
+
+kafka-cluster_status() {
+	local n rc=0 client
+	for n in $(kafka_cluster_names); do
+		read -r client _ <<<"$(kafka_node_ports "$n")"
+		if kafka_node_running "$n"; then
+			printf '%-9s running  %s:%s  pid %s  node %s\n' kafka-cl "$HOST" "$client" "$(<"$(kafka_pidfile "$n")")" "${n#cluster-}"
+		else
+			printf '%-9s stopped  %s:%s  node %s\n' kafka-cl "$HOST" "$client" "${n#cluster-}"
+			rc=1
+		fi
+	done
+	if ((rc == 0)) && ! kafka-cluster_running; then
+		note "kafka cluster nodes run but do not list $KAFKA_CLUSTER_NODES brokers yet (starting, or a node is cut off)"
+		rc=1
+	fi
+	echo "FLASHSALE_KAFKA_BROKERS=$(kafka_bootstrap cluster)"
+	return "$rc"
+}
+
+kafka_any_cluster_node_running() {
+	local n
+	for n in $(kafka_cluster_names); do kafka_node_running "$n" && return 0; done
+	return 1
+}
+
+# kafka_kill_node ID: SIGKILL cluster node ID (no controlled shutdown, as a
+# crashed machine) and print its pid.
+kafka_kill_node() {
+	local name="cluster-$1" pid
+	kafka_node_running "$name" || die "kafka cluster node $1 is not running"
+	pid="$(<"$(kafka_pidfile "$name")")"
+	kill -KILL "$pid"
+	wait_gone "$pid" 10 || die "kafka node $name (pid $pid) survived SIGKILL"
+	echo "$pid"
+}
