@@ -1,11 +1,12 @@
 package e2e
 
-// Whole sales on the local Redis Cluster (3 masters, 3 replicas; `make up
-// CLUSTER=1`, which `make test` does), through two gateways sharing one
-// public port (SO_REUSEPORT) and two order services sharing one consumer
-// group, with each item's stock split over 1 or 3 shards. The tests skip
-// when the cluster is not up, and fail instead when FLASHSALE_REDIS_CLUSTER=1
-// says it should be.
+// Whole sales on the scaled-out local stack (`make up CLUSTER=1`, which
+// `make test` does): the Redis Cluster (3 masters, 3 replicas) and the
+// three-node Kafka cluster (replication factor 3, min.insync.replicas 2),
+// through two gateways sharing one public port (SO_REUSEPORT) and two order
+// services sharing one consumer group, with each item's stock split over 1
+// or 3 shards. The tests skip when the clusters are not up, and fail
+// instead when FLASHSALE_CLUSTER=1 says they should be.
 //
 // What a Redis master failover may cost, and what repairs it. Replication
 // is asynchronous: the replica that takes over can lack the last writes the
@@ -74,7 +75,8 @@ type clusterSale struct {
 func startClusterStack(t *testing.T) (*harness.Stack, string) {
 	t.Helper()
 	seeds := testenv.RequireCluster(t)
-	s := harness.Start(t, harness.Options{RedisAddr: seeds, Gateways: 2, Ordersvcs: 2,
+	brokers := testenv.RequireKafkaCluster(t)
+	s := harness.Start(t, harness.Options{RedisAddr: seeds, KafkaBrokers: brokers, Gateways: 2, Ordersvcs: 2,
 		Env: map[string]string{"FLASHSALE_LIMIT_PURCHASE_USER": "off"}})
 	return s, seeds
 }

@@ -564,6 +564,15 @@ func poll(ctx context.Context, s *harness.Stack, orderID, bearer string) (int, s
 	return code, o.Status, nil
 }
 
+// slowestTook is the longest time any answer matching sel took.
+func (sl *sale) slowestTook(sel func(answer) bool) time.Duration {
+	var d time.Duration
+	for _, a := range sl.where(sel) {
+		d = max(d, a.took)
+	}
+	return d
+}
+
 // slowest describes the n slowest answers matching sel, with when they were
 // sent relative to the start of their phase.
 func (sl *sale) slowest(sel func(answer) bool, n int) string {

@@ -142,7 +142,7 @@ func thawLeftover() {
 	if dir == "" {
 		dir = filepath.Join(filepath.Dir(strings.TrimSpace(string(out))), ".stack")
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "kafka", "kafka.pid"))
+	b, err := os.ReadFile(filepath.Join(dir, "kafka", "single", "kafka.pid"))
 	if err != nil {
 		return
 	}
@@ -155,7 +155,7 @@ func thawLeftover() {
 // file.
 func brokerPid(t testing.TB) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(stackDir(t), "kafka", "kafka.pid"))
+	b, err := os.ReadFile(filepath.Join(stackDir(t), "kafka", "single", "kafka.pid"))
 	if err != nil {
 		t.Fatalf("broker pid file: %v", err)
 	}

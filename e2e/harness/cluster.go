@@ -17,7 +17,7 @@ import (
 )
 
 // Redis Cluster helpers for failover tests against the local cluster that
-// deploy/stack.sh starts (FLASHSALE_REDIS_CLUSTER=1).
+// deploy/stack.sh starts (FLASHSALE_CLUSTER=1).
 
 // nodeClient talks to one cluster node only, never following redirects.
 func nodeClient(addr string) (rueidis.Client, error) {

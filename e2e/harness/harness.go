@@ -131,6 +131,9 @@ type Options struct {
 	// RedisAddr is the Redis every process uses: one node or a cluster's
 	// seed list (testenv.RequireCluster). Empty means testenv.RedisAddr().
 	RedisAddr string
+	// KafkaBrokers is the bootstrap list every process uses (for example
+	// testenv.RequireKafkaCluster). Empty means testenv.KafkaBrokers().
+	KafkaBrokers string
 }
 
 // GatewayName and OrdersvcName name instance i (0-based): "gateway",
@@ -158,7 +161,11 @@ func Start(t testing.TB, o Options) *Stack {
 	if redisAddr == "" {
 		redisAddr = testenv.RedisAddr()
 	}
-	testenv.Require(t, redisAddr, testenv.PostgresAddr(), testenv.KafkaBrokers())
+	kafkaBrokers := o.KafkaBrokers
+	if kafkaBrokers == "" {
+		kafkaBrokers = testenv.KafkaBrokers()
+	}
+	testenv.Require(t, redisAddr, testenv.PostgresAddr(), kafkaBrokers)
 	dir, err := build()
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +195,7 @@ func Start(t testing.TB, o Options) *Stack {
 	s.Env = map[string]string{
 		"FLASHSALE_REDIS_ADDR":          redisAddr,
 		"FLASHSALE_PG_DSN":              testenv.PostgresDSN(),
-		"FLASHSALE_KAFKA_BROKERS":       testenv.KafkaBrokers(),
+		"FLASHSALE_KAFKA_BROKERS":       kafkaBrokers,
 		"FLASHSALE_ORDERS_TOPIC":        id,
 		"FLASHSALE_DLQ_TOPIC":           id + ".dlq",
 		"FLASHSALE_CONSUMER_GROUP":      id,
@@ -226,6 +233,19 @@ func Start(t testing.TB, o Options) *Stack {
 		s.specs[n] = procSpec{bin: filepath.Join(dir, "gateway"), ready: s.GatewayAdminURLs[i] + "/readyz",
 			env: map[string]string{"FLASHSALE_GATEWAY_ADMIN_ADDR": gwAdmin[i]}}
 	}
+	topicCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	err = createTopics(topicCtx, kafkaBrokers, id, id+".dlq")
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last-in first-out: the topics go once every process
+	// has stopped.
+	t.Cleanup(func() {
+		if err := deleteTopics(kafkaBrokers, id, id+".dlq"); err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+	})
 	t.Cleanup(s.Stop)
 	// The first order service migrates the schema before anyone reads it.
 	for _, n := range append(s.OrdersvcNames(), s.GatewayNames()...) {

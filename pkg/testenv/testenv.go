@@ -30,7 +30,7 @@ func RedisAddr() string {
 const clusterNodes = 6
 
 // RedisClusterAddr is the seed list of the local Redis Cluster that
-// `deploy/stack.sh up` starts with FLASHSALE_REDIS_CLUSTER=1:
+// `deploy/stack.sh up` starts with FLASHSALE_CLUSTER=1:
 // FLASHSALE_REDIS_CLUSTER_ADDR, or the six nodes from
 // FLASHSALE_REDIS_CLUSTER_PORT (17001) on.
 func RedisClusterAddr() string {
@@ -48,11 +48,16 @@ func RedisClusterAddr() string {
 	return strings.Join(addrs, ",")
 }
 
-// ClusterRequired reports whether the Redis Cluster is part of this run's
-// stack (FLASHSALE_REDIS_CLUSTER=1, which `make test` sets): then a test
-// that needs it fails when it is down instead of skipping.
+// ClusterRequired reports whether the scaled-out shape (Redis Cluster and
+// Kafka cluster) is part of this run's stack (FLASHSALE_CLUSTER=1, which
+// `make test` sets; FLASHSALE_REDIS_CLUSTER is read too): then a test that
+// needs it fails when it is down instead of skipping.
 func ClusterRequired() bool {
-	switch os.Getenv("FLASHSALE_REDIS_CLUSTER") {
+	v := os.Getenv("FLASHSALE_CLUSTER")
+	if v == "" {
+		v = os.Getenv("FLASHSALE_REDIS_CLUSTER")
+	}
+	switch v {
 	case "1", "true", "yes":
 		return true
 	}
@@ -70,7 +75,7 @@ func RequireCluster(t testing.TB) string {
 	case err == nil:
 		return addr
 	case ClusterRequired():
-		t.Fatalf("Redis Cluster %s is not up (%v): run `make up CLUSTER=1` (FLASHSALE_REDIS_CLUSTER=1 is set, so this fails rather than skips)", addr, err)
+		t.Fatalf("Redis Cluster %s is not up (%v): run `make up CLUSTER=1` (FLASHSALE_CLUSTER=1 is set, so this fails rather than skips)", addr, err)
 	default:
 		t.Skipf("Redis Cluster %s is not up (%v): run `make up CLUSTER=1` to run this test (make test does)", addr, err)
 	}
@@ -164,9 +169,75 @@ func FlushAll(ctx context.Context, c rueidis.Client) error {
 	return nil
 }
 
-// KafkaBrokers is the bootstrap list of the Kafka-protocol broker.
+// KafkaBrokers is the bootstrap list of the one-node Apache Kafka of the
+// local stack.
 func KafkaBrokers() string {
 	return env("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:"+env("FLASHSALE_KAFKA_PORT", "19092"))
+}
+
+// KafkaClusterNodes is how many nodes deploy/stack.sh starts for the Kafka
+// cluster; node i (1-based) listens on KafkaClusterPort(i).
+const KafkaClusterNodes = 3
+
+// KafkaClusterPort is the client port of Kafka cluster node id (1-based):
+// FLASHSALE_KAFKA_CLUSTER_PORT (19101) + id - 1, as deploy/kafka.sh lays
+// them out.
+func KafkaClusterPort(id int) int {
+	base, err := strconv.Atoi(env("FLASHSALE_KAFKA_CLUSTER_PORT", "19101"))
+	if err != nil {
+		base = 19101
+	}
+	return base + id - 1
+}
+
+// KafkaClusterProxiedPort is where node id advertises its PROXIED listener
+// (client port + 30) and KafkaClusterProxiedUpstream where that listener
+// really is (client port + 20): a fault test puts a TCP proxy from the
+// first to the second, and a client bootstrapped through the proxies
+// reaches every broker through them.
+func KafkaClusterProxiedPort(id int) int     { return KafkaClusterPort(id) + 30 }
+func KafkaClusterProxiedUpstream(id int) int { return KafkaClusterPort(id) + 20 }
+
+// KafkaProxiedPort and KafkaProxiedUpstream are the same for the one-node
+// Kafka (client port + 3 and + 2).
+func KafkaProxiedPort() int     { return kafkaPort() + 3 }
+func KafkaProxiedUpstream() int { return kafkaPort() + 2 }
+
+func kafkaPort() int {
+	p, err := strconv.Atoi(env("FLASHSALE_KAFKA_PORT", "19092"))
+	if err != nil {
+		return 19092
+	}
+	return p
+}
+
+// KafkaClusterBrokers is the bootstrap list of the local three-node Kafka
+// cluster (make up CLUSTER=1).
+func KafkaClusterBrokers() string {
+	addrs := make([]string, KafkaClusterNodes)
+	for i := range addrs {
+		addrs[i] = "127.0.0.1:" + strconv.Itoa(KafkaClusterPort(i+1))
+	}
+	return strings.Join(addrs, ",")
+}
+
+// RequireKafkaCluster returns the Kafka cluster's bootstrap list once every
+// node accepts connections; like RequireCluster it fails when
+// ClusterRequired and skips otherwise.
+func RequireKafkaCluster(t testing.TB) string {
+	t.Helper()
+	addr := KafkaClusterBrokers()
+	for _, a := range strings.Split(addr, ",") {
+		c, err := net.DialTimeout("tcp", a, 2*time.Second)
+		if err != nil {
+			if ClusterRequired() {
+				t.Fatalf("Kafka cluster node %s does not answer (%v): run `make up CLUSTER=1` (FLASHSALE_CLUSTER=1 is set, so this fails rather than skips)", a, err)
+			}
+			t.Skipf("Kafka cluster node %s does not answer (%v): run `make up CLUSTER=1` to run this test (make test does)", a, err)
+		}
+		c.Close()
+	}
+	return addr
 }
 
 // PostgresDSN is the connection string of the local PostgreSQL.
