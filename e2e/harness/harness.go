@@ -171,8 +171,16 @@ func Start(t testing.TB, o Options) *Stack {
 		t.Fatal(err)
 	}
 	nGW, nOS := max(o.Gateways, 1), max(o.Ordersvcs, 1)
-	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
-	id := fmt.Sprintf("e2e-%s-%d", strings.ToLower(name), time.Now().UnixNano())
+	// The id names the topics, so it keeps to Kafka's topic alphabet
+	// (ASCII letters, digits, '.', '_', '-'; at most 249 characters).
+	name := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			return r
+		}
+		return '-'
+	}, strings.ToLower(t.Name()))
+	id := fmt.Sprintf("e2e-%.200s-%d", name, time.Now().UnixNano())
 	// one public port, an admin port per gateway, two per order service
 	ports := freePorts(t, 1+nGW+2*nOS)
 	gwAdmin, osPorts := ports[1:1+nGW], ports[1+nGW:]

@@ -71,7 +71,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 		return nil, fmt.Errorf("postgres pool: %w", err)
 	}
 	g.producer, err = publish.New(publish.Config{Brokers: cfg.KafkaBrokers, Topic: cfg.OrdersTopic,
-		Timeout: cfg.PublishTimeout, Linger: cfg.PublishLinger})
+		Timeout: cfg.PublishTimeout, Linger: cfg.PublishLinger,
+		FailFastAfter: cfg.PublishFailFastAfter, FailFastFor: cfg.PublishFailFastFor})
 	if err != nil {
 		g.Close()
 		return nil, err
@@ -303,6 +304,9 @@ func (g *Gateway) drainProducerEvents(ctx context.Context) {
 		case ev := <-g.producer.Events():
 			if e, ok := ev.(kafka.Error); ok && (e.IsFatal() || e.Code() == kafka.ErrAllBrokersDown) {
 				g.log.Warn("kafka producer", "err", e)
+				if e.Code() == kafka.ErrAllBrokersDown {
+					g.producer.BrokersDown()
+				}
 			}
 		}
 	}

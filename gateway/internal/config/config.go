@@ -77,7 +77,12 @@ type Config struct {
 	// PublishTimeout bounds the wait for the broker's acknowledgement.
 	PublishTimeout time.Duration
 	PublishLinger  time.Duration
-	PostgresDSN    string // catalog reads, and settling unconfirmed publishes
+	// PublishFailFastAfter deliveries failed in a row make purchases answer
+	// 503 at once for PublishFailFastFor instead of each waiting out the
+	// publish timeout; then one trial delivery decides (0: off).
+	PublishFailFastAfter int
+	PublishFailFastFor   time.Duration
+	PostgresDSN          string // catalog reads, and settling unconfirmed publishes
 	// SettleTimeout bounds one settling transaction (the REJECTED row that
 	// decides an order whose publish was not confirmed).
 	SettleTimeout time.Duration
@@ -125,44 +130,46 @@ type Config struct {
 func Load(getenv func(string) string) (Config, error) {
 	s := pkgconfig.NewSource(getenv)
 	c := Config{
-		Addr:              s.String("FLASHSALE_GATEWAY_ADDR", "127.0.0.1:8080"),
-		AdminAddr:         s.String("FLASHSALE_GATEWAY_ADMIN_ADDR", "127.0.0.1:8081"),
-		RedisAddr:         s.String("FLASHSALE_REDIS_ADDR", "127.0.0.1:16379"),
-		RedisTimeout:      s.Duration("FLASHSALE_REDIS_TIMEOUT", time.Second),
-		KafkaBrokers:      s.String("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:19092"),
-		OrdersTopic:       s.String("FLASHSALE_ORDERS_TOPIC", "flash-sale-orders"),
-		PublishTimeout:    s.Duration("FLASHSALE_PUBLISH_TIMEOUT", 3*time.Second),
-		PublishLinger:     s.Duration("FLASHSALE_PUBLISH_LINGER", 2*time.Millisecond),
-		PostgresDSN:       s.String("FLASHSALE_PG_DSN", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable"),
-		SettleTimeout:     s.Duration("FLASHSALE_SETTLE_TIMEOUT", time.Second),
-		OrdersvcAddr:      s.String("FLASHSALE_ORDERSVC_ADDR", "127.0.0.1:8090"),
-		OrdersvcAdminAddr: s.String("FLASHSALE_ORDERSVC_ADMIN_ADDR", "127.0.0.1:8091"),
-		ReusePort:         s.Bool("FLASHSALE_REUSEPORT", false),
-		JWTKey:            s.Secret("FLASHSALE_JWT_HS256_KEY"),
-		JWTIssuer:         s.String("FLASHSALE_JWT_ISSUER", "flashsale"),
-		GateKey:           s.Secret("FLASHSALE_GATE_KEY"),
-		AdminToken:        s.Secret("FLASHSALE_ADMIN_TOKEN"),
-		LimitPurchaseUser: rule(s, "FLASHSALE_LIMIT_PURCHASE_USER", "1/3"),
-		LimitPurchaseIP:   rule(s, "FLASHSALE_LIMIT_PURCHASE_IP", "50/100"),
-		LimitQueueUser:    rule(s, "FLASHSALE_LIMIT_QUEUE_USER", "2/5"),
-		LimitQueueIP:      rule(s, "FLASHSALE_LIMIT_QUEUE_IP", "50/100"),
-		LimitMaxKeys:      s.Int("FLASHSALE_LIMIT_MAX_KEYS", 1_000_000),
-		TrustedProxies:    prefixes(s, "FLASHSALE_TRUSTED_PROXIES"),
-		QueueGrace:        s.Duration("FLASHSALE_QUEUE_GRACE", 60*time.Second),
-		QueueAdvance:      s.Duration("FLASHSALE_QUEUE_ADVANCE", 100*time.Millisecond),
-		AdmissionTTL:      s.Duration("FLASHSALE_ADMISSION_TTL", 10*time.Minute),
-		QueueBypass:       list(s.String("FLASHSALE_QUEUE_BYPASS", "")),
-		PowChallengeTTL:   s.Duration("FLASHSALE_POW_CHALLENGE_TTL", 2*time.Minute),
-		CatalogRefresh:    s.Duration("FLASHSALE_CATALOG_REFRESH", 2*time.Second),
-		StockPoll:         s.Duration("FLASHSALE_STOCK_POLL", time.Second),
-		ReadTimeout:       s.Duration("FLASHSALE_READ_TIMEOUT", 5*time.Second),
-		WriteTimeout:      s.Duration("FLASHSALE_WRITE_TIMEOUT", 5*time.Second),
-		IdleTimeout:       s.Duration("FLASHSALE_IDLE_TIMEOUT", 60*time.Second),
-		MaxConnsPerIP:     s.Int("FLASHSALE_MAX_CONNS_PER_IP", 0),
-		Concurrency:       s.Int("FLASHSALE_CONCURRENCY", 256*1024),
-		MaxBodyBytes:      s.Int("FLASHSALE_MAX_BODY_BYTES", 4096),
-		ShutdownTimeout:   s.Duration("FLASHSALE_SHUTDOWN_TIMEOUT", 15*time.Second),
-		LogLevel:          s.String("FLASHSALE_LOG_LEVEL", "info"),
+		Addr:                 s.String("FLASHSALE_GATEWAY_ADDR", "127.0.0.1:8080"),
+		AdminAddr:            s.String("FLASHSALE_GATEWAY_ADMIN_ADDR", "127.0.0.1:8081"),
+		RedisAddr:            s.String("FLASHSALE_REDIS_ADDR", "127.0.0.1:16379"),
+		RedisTimeout:         s.Duration("FLASHSALE_REDIS_TIMEOUT", time.Second),
+		KafkaBrokers:         s.String("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:19092"),
+		OrdersTopic:          s.String("FLASHSALE_ORDERS_TOPIC", "flash-sale-orders"),
+		PublishTimeout:       s.Duration("FLASHSALE_PUBLISH_TIMEOUT", 3*time.Second),
+		PublishLinger:        s.Duration("FLASHSALE_PUBLISH_LINGER", 2*time.Millisecond),
+		PublishFailFastAfter: s.Int("FLASHSALE_PUBLISH_FAIL_FAST_AFTER", 5),
+		PublishFailFastFor:   s.Duration("FLASHSALE_PUBLISH_FAIL_FAST_FOR", time.Second),
+		PostgresDSN:          s.String("FLASHSALE_PG_DSN", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable"),
+		SettleTimeout:        s.Duration("FLASHSALE_SETTLE_TIMEOUT", time.Second),
+		OrdersvcAddr:         s.String("FLASHSALE_ORDERSVC_ADDR", "127.0.0.1:8090"),
+		OrdersvcAdminAddr:    s.String("FLASHSALE_ORDERSVC_ADMIN_ADDR", "127.0.0.1:8091"),
+		ReusePort:            s.Bool("FLASHSALE_REUSEPORT", false),
+		JWTKey:               s.Secret("FLASHSALE_JWT_HS256_KEY"),
+		JWTIssuer:            s.String("FLASHSALE_JWT_ISSUER", "flashsale"),
+		GateKey:              s.Secret("FLASHSALE_GATE_KEY"),
+		AdminToken:           s.Secret("FLASHSALE_ADMIN_TOKEN"),
+		LimitPurchaseUser:    rule(s, "FLASHSALE_LIMIT_PURCHASE_USER", "1/3"),
+		LimitPurchaseIP:      rule(s, "FLASHSALE_LIMIT_PURCHASE_IP", "50/100"),
+		LimitQueueUser:       rule(s, "FLASHSALE_LIMIT_QUEUE_USER", "2/5"),
+		LimitQueueIP:         rule(s, "FLASHSALE_LIMIT_QUEUE_IP", "50/100"),
+		LimitMaxKeys:         s.Int("FLASHSALE_LIMIT_MAX_KEYS", 1_000_000),
+		TrustedProxies:       prefixes(s, "FLASHSALE_TRUSTED_PROXIES"),
+		QueueGrace:           s.Duration("FLASHSALE_QUEUE_GRACE", 60*time.Second),
+		QueueAdvance:         s.Duration("FLASHSALE_QUEUE_ADVANCE", 100*time.Millisecond),
+		AdmissionTTL:         s.Duration("FLASHSALE_ADMISSION_TTL", 10*time.Minute),
+		QueueBypass:          list(s.String("FLASHSALE_QUEUE_BYPASS", "")),
+		PowChallengeTTL:      s.Duration("FLASHSALE_POW_CHALLENGE_TTL", 2*time.Minute),
+		CatalogRefresh:       s.Duration("FLASHSALE_CATALOG_REFRESH", 2*time.Second),
+		StockPoll:            s.Duration("FLASHSALE_STOCK_POLL", time.Second),
+		ReadTimeout:          s.Duration("FLASHSALE_READ_TIMEOUT", 5*time.Second),
+		WriteTimeout:         s.Duration("FLASHSALE_WRITE_TIMEOUT", 5*time.Second),
+		IdleTimeout:          s.Duration("FLASHSALE_IDLE_TIMEOUT", 60*time.Second),
+		MaxConnsPerIP:        s.Int("FLASHSALE_MAX_CONNS_PER_IP", 0),
+		Concurrency:          s.Int("FLASHSALE_CONCURRENCY", 256*1024),
+		MaxBodyBytes:         s.Int("FLASHSALE_MAX_BODY_BYTES", 4096),
+		ShutdownTimeout:      s.Duration("FLASHSALE_SHUTDOWN_TIMEOUT", 15*time.Second),
+		LogLevel:             s.String("FLASHSALE_LOG_LEVEL", "info"),
 	}
 	errs := []error{s.Err(), c.validate()}
 	if err := errors.Join(errs...); err != nil {
@@ -193,6 +200,8 @@ func (c Config) validate() error {
 	need(c.SettleTimeout >= 10*time.Millisecond, "FLASHSALE_SETTLE_TIMEOUT", "must be at least 10ms")
 	need(c.PublishTimeout >= 100*time.Millisecond, "FLASHSALE_PUBLISH_TIMEOUT", "must be at least 100ms")
 	need(c.PublishLinger >= 0, "FLASHSALE_PUBLISH_LINGER", "must not be negative")
+	need(c.PublishFailFastAfter >= 0, "FLASHSALE_PUBLISH_FAIL_FAST_AFTER", "must not be negative (0 turns failing fast off)")
+	need(c.PublishFailFastFor >= 10*time.Millisecond, "FLASHSALE_PUBLISH_FAIL_FAST_FOR", "must be at least 10ms")
 	need(c.LimitMaxKeys >= 64, "FLASHSALE_LIMIT_MAX_KEYS", "must be at least 64")
 	need(c.QueueGrace >= time.Second, "FLASHSALE_QUEUE_GRACE", "must be at least 1s")
 	need(c.QueueAdvance > 0, "FLASHSALE_QUEUE_ADVANCE", "must be positive")

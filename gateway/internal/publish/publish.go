@@ -39,6 +39,11 @@ type Config struct {
 	// within it, with an error if the broker never acknowledged.
 	Timeout time.Duration
 	Linger  time.Duration
+	// FailFastAfter deliveries failed in a row make the next publishes fail
+	// at once (ErrNotPublished) for FailFastFor, then one trial delivery
+	// decides; 0 turns this off. See breaker.
+	FailFastAfter int
+	FailFastFor   time.Duration
 }
 
 // Producer publishes to one topic.
@@ -46,6 +51,8 @@ type Producer struct {
 	p        *kafka.Producer
 	topic    string
 	inFlight atomic.Int64 // handed to librdkafka, delivery report not yet read
+	breaker  breaker
+	now      func() time.Time
 }
 
 // New creates the producer. It does not wait for the broker.
@@ -75,7 +82,8 @@ func New(cfg Config) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create kafka producer: %w", err)
 	}
-	return &Producer{p: p, topic: cfg.Topic}, nil
+	return &Producer{p: p, topic: cfg.Topic, now: time.Now,
+		breaker: breaker{threshold: int64(cfg.FailFastAfter), cooldown: cfg.FailFastFor}}, nil
 }
 
 // Publish sends value keyed by item id and blocks until the broker
@@ -84,6 +92,32 @@ func New(cfg Config) (*Producer, error) {
 // on cancellation: a message already handed to the producer may still be
 // delivered, and the caller must know which.
 func (p *Producer) Publish(itemID int64, value []byte) error {
+	ok, trial := p.breaker.allow(p.now())
+	if !ok {
+		return errBrokerDown
+	}
+	err := p.publish(itemID, value)
+	switch {
+	case err == nil:
+		p.breaker.success(trial)
+	case errors.Is(err, ErrUnconfirmed):
+		p.breaker.failure(p.now(), trial)
+	default: // refused locally: says nothing about the broker
+		if trial {
+			p.breaker.success(true)
+		}
+	}
+	return err
+}
+
+// BrokersDown opens the breaker at once: librdkafka reported that it
+// reaches no broker (kafka.ErrAllBrokersDown on Events).
+func (p *Producer) BrokersDown() { p.breaker.trip(p.now()) }
+
+// FailingFast reports whether publishes are refused at once right now.
+func (p *Producer) FailingFast() bool { return p.breaker.open(p.now()) }
+
+func (p *Producer) publish(itemID int64, value []byte) error {
 	p.inFlight.Add(1)
 	defer p.inFlight.Add(-1)
 	done := make(chan kafka.Event, 1)
