@@ -5,7 +5,7 @@
 #
 #   deploy/stack.sh up | down | status | wipe
 #   deploy/stack.sh start | stop | restart  redis | postgres | kafka | redis-cluster | kafka-cluster
-#   deploy/stack.sh redis-kill-master [PORT] | kafka-kill-node ID
+#   deploy/stack.sh redis-kill-master [PORT] | kafka-kill-node ID | kafka-start-node ID
 #
 # With FLASHSALE_CLUSTER=1, up also starts the scaled-out shape: a Redis
 # Cluster of 3 masters and 3 replicas and a Kafka cluster of 3 nodes
@@ -28,6 +28,8 @@ usage: deploy/stack.sh COMMAND [SERVICE]
   redis-kill-master [PORT] SIGKILL one cluster master (PORT, or the first master found) and
                           print its port; for failover tests
   kafka-kill-node ID      SIGKILL Kafka cluster node ID (1..3) and print its pid
+  kafka-start-node ID     start Kafka cluster node ID again without waiting (start kafka-cluster
+                          starts every dead node and waits for all three)
   wipe                    down, then delete the data folder
 
 environment (defaults in brackets):
@@ -752,6 +754,11 @@ main() {
 		[[ "$svc" =~ ^[1-3]$ ]] || die "usage: deploy/stack.sh kafka-kill-node 1|2|3"
 		lock
 		kafka_kill_node "$svc"
+		;;
+	kafka-start-node)
+		[[ "$svc" =~ ^[1-3]$ ]] || die "usage: deploy/stack.sh kafka-start-node 1|2|3"
+		lock
+		kafka_node_start "cluster-$svc" "$(kafka_cluster_id cluster)"
 		;;
 	wipe)
 		local fallback

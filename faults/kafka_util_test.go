@@ -23,6 +23,19 @@ func pingKafka(ctx context.Context) error {
 	return err
 }
 
+// pingKafkaCluster succeeds once all three nodes of the local Kafka cluster
+// are registered brokers again.
+func pingKafkaCluster(ctx context.Context) error {
+	bs, err := brokers(ctx, testenv.KafkaClusterBrokers())
+	if err != nil {
+		return err
+	}
+	if len(bs) != testenv.KafkaClusterNodes {
+		return fmt.Errorf("%d of %d kafka cluster brokers registered: %v", len(bs), testenv.KafkaClusterNodes, bs)
+	}
+	return nil
+}
+
 // brokers returns the broker addresses a bootstrap server advertises in its
 // metadata: where librdkafka connects after the bootstrap.
 func brokers(ctx context.Context, bootstrap string) ([]string, error) {
@@ -58,8 +71,13 @@ type message struct {
 // consumer group, up to the high watermarks seen when it starts. A topic
 // that does not exist has no messages.
 func readTopic(ctx context.Context, topic string) ([]message, error) {
+	return readTopicFrom(ctx, testenv.KafkaBrokers(), topic)
+}
+
+// readTopicFrom is readTopic on the cluster that bootstrap names.
+func readTopicFrom(ctx context.Context, bootstrap, topic string) ([]message, error) {
 	c, err := kafka.NewConsumer(quiet(kafka.ConfigMap{
-		"bootstrap.servers":    testenv.KafkaBrokers(),
+		"bootstrap.servers":    bootstrap,
 		"group.id":             "faults-reader", // required by librdkafka, never joined: Assign, no commits
 		"enable.auto.commit":   false,
 		"enable.partition.eof": true,
@@ -154,4 +172,48 @@ func committed(topic, group string) (map[int32]int64, error) {
 		}
 	}
 	return out, nil
+}
+
+// partitionState is one partition's leader and in-sync replicas (node ids).
+type partitionState struct {
+	leader int
+	isr    []int
+	// replicas are every node that holds a copy, in sync or not.
+	replicas []int
+}
+
+// describePartition asks the cluster for one partition's leader and ISR.
+// A leader of -1 means none (no live replica may take over).
+func describePartition(ctx context.Context, bootstrap, topic string, partition int32) (partitionState, error) {
+	ac, err := kafka.NewAdminClient(quiet(kafka.ConfigMap{"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000}))
+	if err != nil {
+		return partitionState{}, err
+	}
+	defer ac.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d, err := ac.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames([]string{topic}))
+	if err != nil {
+		return partitionState{}, fmt.Errorf("describe %s: %w", topic, err)
+	}
+	if len(d.TopicDescriptions) != 1 || d.TopicDescriptions[0].Error.Code() != kafka.ErrNoError {
+		return partitionState{}, fmt.Errorf("describe %s: %v", topic, d.TopicDescriptions)
+	}
+	for _, p := range d.TopicDescriptions[0].Partitions {
+		if int32(p.Partition) != partition {
+			continue
+		}
+		st := partitionState{leader: -1}
+		if p.Leader != nil {
+			st.leader = p.Leader.ID
+		}
+		for _, n := range p.Isr {
+			st.isr = append(st.isr, n.ID)
+		}
+		for _, n := range p.Replicas {
+			st.replicas = append(st.replicas, n.ID)
+		}
+		return st, nil
+	}
+	return partitionState{}, fmt.Errorf("topic %s has no partition %d", topic, partition)
 }

@@ -564,6 +564,13 @@ func poll(ctx context.Context, s *harness.Stack, orderID, bearer string) (int, s
 	return code, o.Status, nil
 }
 
+// phaseAt is when phase p started (zero if it never did).
+func (sl *sale) phaseAt(p int32) time.Time {
+	sl.phaseMu.Lock()
+	defer sl.phaseMu.Unlock()
+	return sl.phaseStart[p]
+}
+
 // slowestTook is the longest time any answer matching sel took.
 func (sl *sale) slowestTook(sel func(answer) bool) time.Duration {
 	var d time.Duration

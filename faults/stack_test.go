@@ -101,6 +101,8 @@ func waitAnswers(svc string, bound time.Duration) error {
 			last = pingPostgres(ctx)
 		case "kafka":
 			last = pingKafka(ctx)
+		case "kafka-cluster":
+			last = pingKafkaCluster(ctx)
 		default:
 			return fmt.Errorf("unknown service %s", svc)
 		}

@@ -46,8 +46,11 @@ type API struct {
 	Log     *slog.Logger
 	Metrics *Metrics
 	// Ready reports whether dependencies answer; nil means always.
-	Ready      func(context.Context) error
-	AdminToken []byte
+	Ready func(context.Context) error
+	// FailingFast reports whether the producer refuses publishes at once
+	// because the broker failed the last deliveries (nil: never).
+	FailingFast func() bool
+	AdminToken  []byte
 	// Bypass persists the bypass list for every gateway; nil disables the endpoint.
 	Bypass BypassStore
 	// BaseCtx outlives every request; purchases derive their timeouts from

@@ -195,9 +195,44 @@ func against(ps []partition, ends map[int32]int64) Lag {
 	return l
 }
 
-// read fetches the topic's partitions, the group's committed offsets and
-// every partition's watermarks.
+// read is readOnce retried while the broker answers with a transient
+// error, within one RequestTimeout: on Apache Kafka a new group's
+// coordinator answers NOT_COORDINATOR until it has loaded, and a partition
+// that just moved (a new topic, a failover) answers NOT_LEADER until the
+// client's metadata catches up.
 func (r *Reader) read(ctx context.Context) ([]partition, error) {
+	deadline := time.Now().Add(r.cfg.RequestTimeout)
+	for {
+		ps, err := r.readOnce(ctx)
+		if err == nil || !transient(err) || !time.Now().Before(deadline) {
+			return ps, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// transient reports whether a broker error goes away by asking again.
+func transient(err error) bool {
+	var kerr kafka.Error
+	if !errors.As(err, &kerr) {
+		return false
+	}
+	switch kerr.Code() {
+	case kafka.ErrNotCoordinator, kafka.ErrCoordinatorLoadInProgress, kafka.ErrCoordinatorNotAvailable,
+		kafka.ErrNotLeaderForPartition, kafka.ErrLeaderNotAvailable, kafka.ErrUnknownTopicOrPart,
+		kafka.ErrRequestTimedOut, kafka.ErrTimedOut, kafka.ErrTransport, kafka.ErrAllBrokersDown:
+		return true
+	}
+	return kerr.IsRetriable()
+}
+
+// readOnce fetches the topic's partitions, the group's committed offsets and
+// every partition's watermarks.
+func (r *Reader) readOnce(ctx context.Context) ([]partition, error) {
 	timeoutMs := func() int {
 		d := r.cfg.RequestTimeout
 		if dl, ok := ctx.Deadline(); ok {
@@ -228,8 +263,8 @@ func (r *Reader) read(ctx context.Context) ([]partition, error) {
 	res, err := r.admin.ListConsumerGroupOffsets(actx, []kafka.ConsumerGroupTopicPartitions{{Group: r.cfg.Group, Partitions: tps}})
 	var kerr kafka.Error
 	if errors.As(err, &kerr) && kerr.Code() == kafka.ErrGroupIDNotFound {
-		// A group that never committed anything: some brokers (kfake)
-		// answer this instead of offsets of -1.
+		// A group that never committed anything: some brokers answer
+		// this instead of offsets of -1.
 		res, err = kafka.ListConsumerGroupOffsetsResult{}, nil
 	}
 	if err != nil {

@@ -1,0 +1,326 @@
+package faults
+
+// Faults of the three-node Kafka cluster (make up CLUSTER=1: replication
+// factor 3, min.insync.replicas 2, no unclean leader election; nodes are
+// fenced 4 s after their last heartbeat, deploy/kafka.sh). The services
+// use the one-node Redis: these tests are about the broker.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"flashsale/e2e/harness"
+	"flashsale/pkg/outcome"
+	"flashsale/pkg/testenv"
+)
+
+// hotPartition is the partition the sale's first accepted orders went to,
+// and its state: the partition whose leader matters to the sale.
+func hotPartition(t *testing.T, ctx context.Context, bootstrap, topic string) (int32, partitionState) {
+	t.Helper()
+	msgs, err := readTopicFrom(ctx, bootstrap, topic)
+	if err != nil || len(msgs) == 0 {
+		t.Fatalf("read %s: %d messages, %v", topic, len(msgs), err)
+	}
+	p := msgs[0].partition
+	st, err := describePartition(ctx, bootstrap, topic, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.leader < 1 || len(st.isr) != testenv.KafkaClusterNodes {
+		t.Fatalf("partition %d of %s: leader %d, ISR %v; want a leader and all %d replicas in sync before the fault",
+			p, topic, st.leader, st.isr, testenv.KafkaClusterNodes)
+	}
+	return p, st
+}
+
+// killKafkaNode SIGKILLs one node of the cluster; the cluster is whole again
+// when the test ends, whatever happens.
+func killKafkaNode(t *testing.T, id int) {
+	t.Helper()
+	ensureStarted(t, "kafka-cluster")
+	stack(t, "kafka-kill-node", strconv.Itoa(id))
+}
+
+// waitRecovery waits until a purchase sent in phase p was accepted.
+func (sl *sale) waitRecovery(p int32, bound time.Duration) (time.Duration, bool) {
+	deadline := time.Now().Add(bound)
+	for {
+		if d, ok := sl.recovery(p); ok {
+			return d, true
+		}
+		if time.Now().After(deadline) {
+			return 0, false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// finish sells the rest of the sale, waits until every 202 is a row and
+// checks that no row exists for a refused purchase.
+func (sl *sale) finish(ctx context.Context, d *deps, phase int32) {
+	sl.t.Helper()
+	sl.setPhase(phase)
+	sl.untilSoldOut(ctx, 150, 64, 60*time.Second)
+	accepted := sl.acceptedCopy()
+	d.waitPersisted(sl.t, sl.id, accepted, 60*time.Second)
+	time.Sleep(2 * time.Second) // a late record of a timed-out publish reaches PostgreSQL before the audit looks
+	phantom, err := d.unannounced(ctx, sl.id, accepted)
+	if err != nil {
+		sl.t.Fatal(err)
+	}
+	if phantom > 0 {
+		sl.t.Errorf("%d orders were persisted for purchases answered 503", phantom)
+	}
+}
+
+// The leader of the sale's partition is SIGKILLed mid-sale. The controller
+// fences it once its heartbeats stop and makes an in-sync follower leader;
+// librdkafka finds the new leader and the idempotent producer resumes.
+// Meanwhile purchases answer 503 (their publish times out or fails fast)
+// and give their units back. Every 202 is a row, nothing is written twice.
+func TestKafkaLeaderKilled(t *testing.T) {
+	r := &row{Fault: "7a. Kafka partition leader SIGKILLed (3 nodes)",
+		Injected: "SIGKILL of the node leading the sale's partition at ~60 accepted, crowd 150 req/s; restarted after the sale resumed; RF 3, min.insync.replicas 2; FLASHSALE_PUBLISH_TIMEOUT=1s"}
+	record(t, r)
+	ctx := testenv.Context(t)
+	bootstrap := testenv.RequireKafkaCluster(t)
+	s := harness.Start(t, harness.Options{Env: baseEnv(nil), KafkaBrokers: bootstrap})
+	d := dial(t)
+	sl := openSale(t, s, 600)
+	const (
+		selling   = 0
+		killed    = 1
+		restarted = 2
+		rest      = 3
+	)
+	stop := sl.crowd(ctx, 150, 64)
+	sl.waitAccepted(60, 20*time.Second)
+	part, before := hotPartition(t, ctx, bootstrap, s.Topic)
+	sl.setPhase(killed)
+	killKafkaNode(t, before.leader)
+	pause, resumed := sl.waitRecovery(killed, 40*time.Second)
+	time.Sleep(2 * time.Second) // sell on two nodes for a while
+	after, err := describePartition(ctx, bootstrap, s.Topic, part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if !resumed {
+		t.Errorf("no purchase accepted within 40s of the leader's death (%s)", sl.summary(within(killed)))
+	}
+	if after.leader == before.leader || after.leader < 1 {
+		t.Errorf("partition %d: leader %d after node %d died, want another node", part, after.leader, before.leader)
+	}
+	if slices.Contains(after.isr, before.leader) {
+		t.Errorf("partition %d: ISR %v still holds the dead node %d", part, after.isr, before.leader)
+	}
+	sl.checkOnly("answers with the leader dead", within(killed), outcome.Accepted, outcome.Unavailable)
+	sl.checkUnavailable("leader dead", within(killed))
+	startServer(t, "kafka-cluster")
+	sl.setPhase(restarted)
+	sl.finish(ctx, d, rest)
+
+	unavailable := sl.count(func(a answer) bool { return a.phase == killed && a.kind == outcome.Unavailable })
+	r.Answered = fmt.Sprintf("partition %d: leader %d killed, new leader %d with ISR %v; with the leader dead: %s; first 202 %v after the kill (%d purchases answered 503 meanwhile); after the restart: %s",
+		part, before.leader, after.leader, after.isr, sl.summary(within(killed)), pause.Round(time.Millisecond), unavailable,
+		sl.summary(func(a answer) bool { return a.phase >= restarted }))
+	r.Audit = "no reconcile; audit " + sl.audit(d)
+}
+
+// Each node advertises a PROXIED listener at a port where the test puts a
+// toxiproxy (deploy/kafka.sh); the gateway bootstraps through the three
+// proxies, so every byte between it and each broker crosses one. First the
+// partition's leader is cut off from the gateway (a black hole both ways:
+// the broker itself healthy, still leader): purchases answer 503 within the
+// publish timeout and the sale resumes when the network heals. Then a
+// follower is cut off: the producer only talks to leaders, so nothing
+// changes. Then that follower dies: once the controller fences it the
+// leader acknowledges with the two replicas left, which is what
+// min.insync.replicas=2 allows, and the sale goes on.
+func TestKafkaBrokerCutOff(t *testing.T) {
+	r := &row{Fault: "7b. Kafka broker cut off from the gateway (toxiproxy, 3 nodes)",
+		Injected: "gateway's Kafka through a toxiproxy per broker (PROXIED listeners); black hole (timeout toxic, both ways) on the leader's proxy for 3s, 2s healed; the same on a follower's proxy for 3s; then that follower SIGKILLed for 8s; crowd 100 req/s; FLASHSALE_PUBLISH_TIMEOUT=1s"}
+	record(t, r)
+	ctx := testenv.Context(t)
+	bootstrap := testenv.RequireKafkaCluster(t)
+	proxies := map[int]*netFault{}
+	var proxied []string
+	for id := 1; id <= testenv.KafkaClusterNodes; id++ {
+		px := newNetFaultAt(t, fmt.Sprintf("kafka-%d", id), fmt.Sprintf("127.0.0.1:%d", testenv.KafkaClusterProxiedPort(id)),
+			fmt.Sprintf("127.0.0.1:%d", testenv.KafkaClusterProxiedUpstream(id)))
+		proxies[id] = px
+		proxied = append(proxied, px.addr)
+	}
+	advertised, err := brokers(ctx, strings.Join(proxied, ","))
+	if err != nil {
+		t.Fatalf("metadata through the proxies: %v", err)
+	}
+	sort.Strings(advertised)
+	if !slices.Equal(advertised, proxied) {
+		t.Fatalf("through the proxies the cluster advertises %v, want %v", advertised, proxied)
+	}
+	s := harness.Start(t, harness.Options{Env: baseEnv(nil), KafkaBrokers: bootstrap,
+		ProcEnv: map[string]map[string]string{"gateway": {"FLASHSALE_KAFKA_BROKERS": strings.Join(proxied, ",")}}})
+	d := dial(t)
+	const publishTimeout = time.Second
+	sl := openSale(t, s, 800)
+	const (
+		selling        = 0
+		leaderCut      = 1
+		leaderHealed   = 2
+		followerCut    = 3
+		followerHealed = 4
+		followerDead   = 5
+		restarted      = 6
+		rest           = 7
+	)
+	stop := sl.crowd(ctx, 100, 64)
+	defer func() { stop() }()
+	sl.waitAccepted(60, 20*time.Second)
+	part, st := hotPartition(t, ctx, bootstrap, s.Topic)
+	follower := st.isr[0]
+	if follower == st.leader {
+		follower = st.isr[1]
+	}
+
+	sl.setPhase(leaderCut)
+	proxies[st.leader].inject("timeout", `{"timeout":0}`, "upstream", "downstream")
+	time.Sleep(3 * time.Second)
+	proxies[st.leader].heal()
+	sl.setPhase(leaderHealed)
+	leaderBack, leaderOK := sl.waitRecovery(leaderHealed, 5*time.Second)
+	time.Sleep(time.Second)
+
+	sl.setPhase(followerCut)
+	proxies[follower].inject("timeout", `{"timeout":0}`, "upstream", "downstream")
+	time.Sleep(3 * time.Second)
+	proxies[follower].heal()
+	sl.setPhase(followerHealed)
+	time.Sleep(time.Second)
+
+	sl.setPhase(followerDead)
+	killKafkaNode(t, follower)
+	deadPause, deadOK := sl.waitRecovery(followerDead, 20*time.Second)
+	time.Sleep(8*time.Second - deadPause)
+	shrunk, err := describePartition(ctx, bootstrap, s.Topic, part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	stop = func() {}
+
+	inCut := within(leaderCut)
+	sl.checkOnly("leader cut off", inCut, outcome.Unavailable)
+	sl.checkUnavailable("leader cut off", inCut)
+	if bound := publishTimeout + 1500*time.Millisecond; sl.slowestTook(inCut) > bound {
+		t.Errorf("slowest purchase with the leader cut off took %v, want at most %v: %s", sl.slowestTook(inCut), bound, sl.slowest(inCut, 5))
+	}
+	if !leaderOK {
+		t.Errorf("no purchase accepted within 5s of the leader's network healing (%s)", sl.summary(within(leaderHealed)))
+	}
+	sl.checkOnly("follower cut off", within(followerCut), outcome.Accepted)
+	if !deadOK {
+		t.Errorf("no purchase accepted within 20s of the follower's death (%s)", sl.summary(within(followerDead)))
+	}
+	if shrunk.leader != st.leader || len(shrunk.isr) != 2 || slices.Contains(shrunk.isr, follower) {
+		t.Errorf("partition %d with follower %d dead: leader %d ISR %v, want leader %d and the two live replicas", part, follower, shrunk.leader, shrunk.isr, st.leader)
+	}
+	acceptedOnTwo := sl.count(func(a answer) bool { return a.phase == followerDead && a.kind == outcome.Accepted })
+	startServer(t, "kafka-cluster")
+	sl.setPhase(restarted)
+	sl.finish(ctx, d, rest)
+
+	r.Answered = fmt.Sprintf("partition %d, leader %d, follower %d; leader cut off: %s, first 202 %v after healing; follower cut off: %s; follower dead: %s, first 202 %v after the kill, ISR then %v, %d accepted on two replicas",
+		part, st.leader, follower, sl.summary(inCut), leaderBack.Round(time.Millisecond), sl.summary(within(followerCut)),
+		sl.summary(within(followerDead)), deadPause.Round(time.Millisecond), shrunk.isr, acceptedOnTwo)
+	r.Audit = "no reconcile; audit " + sl.audit(d)
+}
+
+// Two of the three nodes die: the controller quorum is lost (one voter of
+// three) and no acks=all write can be acknowledged. After the first
+// deliveries time out the gateway fails fast (503 at once, the unit given
+// back, flashsale_gateway_publish_failing_fast 1) instead of holding every
+// shopper for the publish timeout. When one node comes back the quorum and
+// two in-sync replicas are there again and the sale resumes.
+func TestKafkaTwoBrokersDown(t *testing.T) {
+	r := &row{Fault: "7c. two of three Kafka nodes SIGKILLed",
+		Injected: "SIGKILL of the sale partition's two followers at ~60 accepted, 5s down, one restarted, then the other; crowd 150 req/s; FLASHSALE_PUBLISH_TIMEOUT=1s, fail fast after 5 failed deliveries for 1s"}
+	record(t, r)
+	ctx := testenv.Context(t)
+	bootstrap := testenv.RequireKafkaCluster(t)
+	s := harness.Start(t, harness.Options{Env: baseEnv(nil), KafkaBrokers: bootstrap})
+	d := dial(t)
+	const publishTimeout = time.Second
+	sl := openSale(t, s, 600)
+	const (
+		selling = 0
+		down    = 1
+		oneBack = 2
+		allBack = 3
+		rest    = 4
+	)
+	stop := sl.crowd(ctx, 150, 64)
+	sl.waitAccepted(60, 20*time.Second)
+	_, st := hotPartition(t, ctx, bootstrap, s.Topic)
+	var followers []int
+	for _, id := range st.isr {
+		if id != st.leader {
+			followers = append(followers, id)
+		}
+	}
+	sl.setPhase(down)
+	for _, id := range followers {
+		killKafkaNode(t, id)
+	}
+	time.Sleep(3 * time.Second)
+	failingFast, err := metric(ctx, s.GatewayAdminURL+"/metrics", "publish_failing_fast")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	sl.setPhase(oneBack)
+	stack(t, "kafka-start-node", strconv.Itoa(followers[0]))
+	back, ok := sl.waitRecovery(oneBack, 60*time.Second)
+	stop()
+
+	in := within(down)
+	sl.checkOnly("two nodes down", in, outcome.Unavailable)
+	sl.checkUnavailable("two nodes down", in)
+	if failingFast != 1 {
+		t.Errorf("3s into the outage flashsale_gateway_publish_failing_fast = %v, want 1", failingFast)
+	}
+	// Once the first deliveries failed, refusals come at once: the answers
+	// sent after twice the publish timeout did not wait for it.
+	var late []time.Duration
+	for _, a := range sl.where(func(a answer) bool { return in(a) && a.sent.Sub(sl.phaseAt(down)) > 2*publishTimeout }) {
+		late = append(late, a.took)
+	}
+	slices.Sort(late)
+	if len(late) == 0 {
+		t.Errorf("no purchase was sent later than %v into the outage", 2*publishTimeout)
+	} else if median := late[len(late)/2]; median >= publishTimeout/2 {
+		t.Errorf("purchases sent %v into the outage took %v (median) to be refused: the gateway waited out the publish timeout instead of failing fast", 2*publishTimeout, median)
+	}
+	if !ok {
+		t.Errorf("no purchase accepted within 60s of one node coming back (%s)", sl.summary(within(oneBack)))
+	}
+	startServer(t, "kafka-cluster")
+	sl.setPhase(allBack)
+	sl.finish(ctx, d, rest)
+
+	median := time.Duration(0)
+	if len(late) > 0 {
+		median = late[len(late)/2]
+	}
+	r.Answered = fmt.Sprintf("nodes %v killed (leader %d kept): %s, failing fast %v, median refusal after the first %v: %v; one node back: first 202 %v after its start (%s); after all back: %s",
+		followers, st.leader, sl.summary(in), failingFast == 1, 2*publishTimeout, median.Round(time.Millisecond), back.Round(time.Millisecond),
+		sl.summary(within(oneBack)), sl.summary(func(a answer) bool { return a.phase >= allBack }))
+	r.Audit = "no reconcile; audit " + sl.audit(d)
+}
