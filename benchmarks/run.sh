@@ -38,6 +38,13 @@ export FLASHSALE_CONSUMER_GROUP=ordersvc-bench
 export FLASHSALE_ORDERSVC_ADDR="127.0.0.1:$os_port"
 export FLASHSALE_ORDERSVC_ADMIN_ADDR="127.0.0.1:$((os_port + 1))"
 
+# The bench's own topics, created as the stack creates the demo's (the
+# one-node stack: replication factor 1), so the first purchases do not wait
+# for auto-creation and a leader election.
+"$stack/bin/kafka-admin" topics -bootstrap "${FLASHSALE_KAFKA_BROKERS:-127.0.0.1:19092}" \
+	-topics "$FLASHSALE_ORDERS_TOPIC,$FLASHSALE_DLQ_TOPIC" -partitions "${FLASHSALE_KAFKA_PARTITIONS:-12}" \
+	-replication-factor 1 -min-insync-replicas 1 >&2
+
 echo "run.sh: starting ordersvc and gateway (logs in $out/logs)" >&2
 start_service "$out/logs/ordersvc.log" "$bin/ordersvc" serve
 wait_ready ordersvc "http://127.0.0.1:$((os_port + 1))/readyz" "$out/logs/ordersvc.log"

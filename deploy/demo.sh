@@ -15,14 +15,17 @@ mkdir -p "$stack/logs"
 source "$root/deploy/services.sh"
 load_dev_env "$stack"
 
-case "${FLASHSALE_REDIS_CLUSTER:-0}" in
+case "${FLASHSALE_CLUSTER:-${FLASHSALE_REDIS_CLUSTER:-0}}" in
 1 | true | yes)
-	# The scaled-out shape of issue 8: the Redis Cluster, each item's stock
-	# in DEMO_SHARDS shards, two order services sharing the consumer group
-	# and two gateways sharing port 8080 (SO_REUSEPORT).
+	# The scaled-out shape: the Redis Cluster, each item's stock in
+	# DEMO_SHARDS shards, the three-node Kafka cluster (replication factor
+	# 3, min.insync.replicas 2), two order services sharing the consumer
+	# group and two gateways sharing port 8080 (SO_REUSEPORT).
 	base="${FLASHSALE_REDIS_CLUSTER_PORT:-17001}"
 	FLASHSALE_REDIS_ADDR="$(for i in 0 1 2 3 4 5; do printf '127.0.0.1:%d,' $((base + i)); done)"
 	export FLASHSALE_REDIS_ADDR="${FLASHSALE_REDIS_ADDR%,}"
+	kbase="${FLASHSALE_KAFKA_CLUSTER_PORT:-19101}"
+	export FLASHSALE_KAFKA_BROKERS="127.0.0.1:$kbase,127.0.0.1:$((kbase + 1)),127.0.0.1:$((kbase + 2))"
 	instances=2
 	shards="${DEMO_SHARDS:-3}"
 	;;
@@ -32,7 +35,7 @@ case "${FLASHSALE_REDIS_CLUSTER:-0}" in
 	;;
 esac
 
-echo "demo: starting $instances ordersvc and $instances gateway (logs in $stack/logs; Redis ${FLASHSALE_REDIS_ADDR:-127.0.0.1:16379})"
+echo "demo: starting $instances ordersvc and $instances gateway (logs in $stack/logs; Redis ${FLASHSALE_REDIS_ADDR:-127.0.0.1:16379}; Kafka ${FLASHSALE_KAFKA_BROKERS:-127.0.0.1:19092})"
 for i in $(seq 0 $((instances - 1))); do
 	start_service "$stack/logs/ordersvc-$i.log" env FLASHSALE_ORDERSVC_ADDR="127.0.0.1:$((8090 + 2 * i))" \
 		FLASHSALE_ORDERSVC_ADMIN_ADDR="127.0.0.1:$((8091 + 2 * i))" "$bin/ordersvc" serve
