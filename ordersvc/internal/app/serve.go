@@ -75,6 +75,10 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer lr.Close()
+	if err := checkDurability(ctx, cfg, lr, log); err != nil {
+		cons.Close()
+		return err
+	}
 	tracker := lag.NewTracker(lr, func(rd lag.Reading) {
 		parts := make(map[int32]int64, len(rd.Lag.Partitions))
 		for _, p := range rd.Lag.Partitions {
@@ -161,4 +165,37 @@ type fasthttpLogger struct{ log *slog.Logger }
 
 func (l fasthttpLogger) Printf(format string, args ...any) {
 	l.log.Debug("fasthttp", "msg", fmt.Sprintf(format, args...))
+}
+
+// checkDurability reads the orders topic's replication settings at start.
+// Outside the local stack (any broker not on loopback) a topic that would
+// lose acknowledged orders with one broker (replication factor below 3,
+// min.insync.replicas below 2, unclean election) stops the service unless
+// FLASHSALE_KAFKA_ALLOW_WEAK_TOPIC says the operator knows. A topic that
+// cannot be read is logged, not fatal: the broker may be starting, and the
+// consumer waits for it anyway.
+func checkDurability(ctx context.Context, cfg config.Config, lr *lag.Reader, log *slog.Logger) error {
+	d, err := lr.Durability(ctx)
+	switch {
+	case errors.Is(err, lag.ErrTopicMissing):
+		log.Warn("orders topic does not exist yet: the broker will create it with its defaults on the first publish; create it with the production settings instead (deploy/README.md)",
+			"topic", cfg.OrdersTopic)
+		return nil
+	case err != nil:
+		log.Warn("orders topic settings not readable at start", "topic", cfg.OrdersTopic, "err", err)
+		return nil
+	case d.Durable():
+		log.Info("orders topic", "topic", cfg.OrdersTopic, "settings", d.String())
+		return nil
+	case lag.Loopback(cfg.KafkaBrokers):
+		log.Info("orders topic is not replicated (local stack)", "topic", cfg.OrdersTopic, "settings", d.String())
+		return nil
+	case cfg.KafkaAllowWeakTopic:
+		log.Error("orders topic loses acknowledged orders when one broker dies; running anyway (FLASHSALE_KAFKA_ALLOW_WEAK_TOPIC)",
+			"topic", cfg.OrdersTopic, "settings", d.String())
+		return nil
+	}
+	return fmt.Errorf("orders topic %q has %s: one broker's loss would lose orders shoppers were told are accepted; "+
+		"give it replication factor 3, min.insync.replicas 2 and no unclean election (deploy/README.md), "+
+		"or set FLASHSALE_KAFKA_ALLOW_WEAK_TOPIC=true", cfg.OrdersTopic, d)
 }

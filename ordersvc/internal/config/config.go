@@ -38,23 +38,27 @@ func (Secret) LogValue() slog.Value { return slog.StringValue("[redacted]") }
 
 // Config is every setting of ordersvc.
 type Config struct {
-	PGDSN           string        // FLASHSALE_PG_DSN
-	RedisAddr       string        // FLASHSALE_REDIS_ADDR
-	KafkaBrokers    string        // FLASHSALE_KAFKA_BROKERS
-	OrdersTopic     string        // FLASHSALE_ORDERS_TOPIC
-	DLQTopic        string        // FLASHSALE_DLQ_TOPIC
-	ConsumerGroup   string        // FLASHSALE_CONSUMER_GROUP
-	BatchSize       int           // FLASHSALE_BATCH_SIZE
-	BatchWait       time.Duration // FLASHSALE_BATCH_WAIT
-	JWTKey          Secret        // FLASHSALE_JWT_HS256_KEY or _FILE
-	JWTIssuer       string        // FLASHSALE_JWT_ISSUER
-	Addr            string        // FLASHSALE_ORDERSVC_ADDR, public API
-	AdminAddr       string        // FLASHSALE_ORDERSVC_ADMIN_ADDR
-	AdminToken      Secret        // FLASHSALE_ADMIN_TOKEN or _FILE
-	ShutdownTimeout time.Duration // FLASHSALE_SHUTDOWN_TIMEOUT
-	RelayInterval   time.Duration // FLASHSALE_RELAY_INTERVAL
-	ExpiryInterval  time.Duration // FLASHSALE_EXPIRY_INTERVAL
-	ExpiryBatch     int           // FLASHSALE_EXPIRY_BATCH
+	PGDSN        string // FLASHSALE_PG_DSN
+	RedisAddr    string // FLASHSALE_REDIS_ADDR
+	KafkaBrokers string // FLASHSALE_KAFKA_BROKERS
+	// KafkaAllowWeakTopic lets the service start on brokers off this machine
+	// whose orders topic loses orders with one broker (replication factor
+	// below 3, min.insync.replicas below 2). FLASHSALE_KAFKA_ALLOW_WEAK_TOPIC
+	KafkaAllowWeakTopic bool
+	OrdersTopic         string        // FLASHSALE_ORDERS_TOPIC
+	DLQTopic            string        // FLASHSALE_DLQ_TOPIC
+	ConsumerGroup       string        // FLASHSALE_CONSUMER_GROUP
+	BatchSize           int           // FLASHSALE_BATCH_SIZE
+	BatchWait           time.Duration // FLASHSALE_BATCH_WAIT
+	JWTKey              Secret        // FLASHSALE_JWT_HS256_KEY or _FILE
+	JWTIssuer           string        // FLASHSALE_JWT_ISSUER
+	Addr                string        // FLASHSALE_ORDERSVC_ADDR, public API
+	AdminAddr           string        // FLASHSALE_ORDERSVC_ADMIN_ADDR
+	AdminToken          Secret        // FLASHSALE_ADMIN_TOKEN or _FILE
+	ShutdownTimeout     time.Duration // FLASHSALE_SHUTDOWN_TIMEOUT
+	RelayInterval       time.Duration // FLASHSALE_RELAY_INTERVAL
+	ExpiryInterval      time.Duration // FLASHSALE_EXPIRY_INTERVAL
+	ExpiryBatch         int           // FLASHSALE_EXPIRY_BATCH
 	// CatchUpTimeout bounds how long load-stock and a reconcile repair wait
 	// for the consumer group to reach the orders topic's end before they
 	// compute stock from PostgreSQL. FLASHSALE_RECONCILE_CATCHUP_TIMEOUT
@@ -81,23 +85,24 @@ const (
 func Load(getenv func(string) string, mode Mode) (Config, error) {
 	src := pkgconfig.NewSource(getenv)
 	c := Config{
-		PGDSN:           src.String("FLASHSALE_PG_DSN", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable"),
-		RedisAddr:       src.String("FLASHSALE_REDIS_ADDR", "127.0.0.1:16379"),
-		KafkaBrokers:    src.String("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:19092"),
-		OrdersTopic:     src.String("FLASHSALE_ORDERS_TOPIC", "flash-sale-orders"),
-		DLQTopic:        src.String("FLASHSALE_DLQ_TOPIC", "flash-sale-orders.dlq"),
-		ConsumerGroup:   src.String("FLASHSALE_CONSUMER_GROUP", "ordersvc"),
-		BatchSize:       src.Int("FLASHSALE_BATCH_SIZE", 500),
-		BatchWait:       src.Duration("FLASHSALE_BATCH_WAIT", 20*time.Millisecond),
-		JWTKey:          src.Secret("FLASHSALE_JWT_HS256_KEY"),
-		JWTIssuer:       src.String("FLASHSALE_JWT_ISSUER", "flashsale"),
-		Addr:            src.String("FLASHSALE_ORDERSVC_ADDR", "127.0.0.1:8090"),
-		AdminAddr:       src.String("FLASHSALE_ORDERSVC_ADMIN_ADDR", "127.0.0.1:8091"),
-		AdminToken:      src.Secret("FLASHSALE_ADMIN_TOKEN"),
-		ShutdownTimeout: src.Duration("FLASHSALE_SHUTDOWN_TIMEOUT", 15*time.Second),
-		RelayInterval:   src.Duration("FLASHSALE_RELAY_INTERVAL", 500*time.Millisecond),
-		ExpiryInterval:  src.Duration("FLASHSALE_EXPIRY_INTERVAL", time.Second),
-		ExpiryBatch:     src.Int("FLASHSALE_EXPIRY_BATCH", 500),
+		PGDSN:               src.String("FLASHSALE_PG_DSN", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable"),
+		RedisAddr:           src.String("FLASHSALE_REDIS_ADDR", "127.0.0.1:16379"),
+		KafkaBrokers:        src.String("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:19092"),
+		KafkaAllowWeakTopic: src.Bool("FLASHSALE_KAFKA_ALLOW_WEAK_TOPIC", false),
+		OrdersTopic:         src.String("FLASHSALE_ORDERS_TOPIC", "flash-sale-orders"),
+		DLQTopic:            src.String("FLASHSALE_DLQ_TOPIC", "flash-sale-orders.dlq"),
+		ConsumerGroup:       src.String("FLASHSALE_CONSUMER_GROUP", "ordersvc"),
+		BatchSize:           src.Int("FLASHSALE_BATCH_SIZE", 500),
+		BatchWait:           src.Duration("FLASHSALE_BATCH_WAIT", 20*time.Millisecond),
+		JWTKey:              src.Secret("FLASHSALE_JWT_HS256_KEY"),
+		JWTIssuer:           src.String("FLASHSALE_JWT_ISSUER", "flashsale"),
+		Addr:                src.String("FLASHSALE_ORDERSVC_ADDR", "127.0.0.1:8090"),
+		AdminAddr:           src.String("FLASHSALE_ORDERSVC_ADMIN_ADDR", "127.0.0.1:8091"),
+		AdminToken:          src.Secret("FLASHSALE_ADMIN_TOKEN"),
+		ShutdownTimeout:     src.Duration("FLASHSALE_SHUTDOWN_TIMEOUT", 15*time.Second),
+		RelayInterval:       src.Duration("FLASHSALE_RELAY_INTERVAL", 500*time.Millisecond),
+		ExpiryInterval:      src.Duration("FLASHSALE_EXPIRY_INTERVAL", time.Second),
+		ExpiryBatch:         src.Int("FLASHSALE_EXPIRY_BATCH", 500),
 
 		CatchUpTimeout:    src.Duration("FLASHSALE_RECONCILE_CATCHUP_TIMEOUT", 30*time.Second),
 		ReconcileInterval: src.Duration("FLASHSALE_RECONCILE_INTERVAL", 0),
