@@ -20,15 +20,17 @@ import (
 	"flashsale/pkg/testenv"
 )
 
-// hotPartition is the partition the sale's first accepted orders went to,
+// topicPartitions is the partition count of a test's topics (e2e/harness).
+const topicPartitions = 12
+
+// hotPartition is the partition most of the sale's orders went to so far,
 // and its state: the partition whose leader matters to the sale.
 func hotPartition(t *testing.T, ctx context.Context, bootstrap, topic string) (int32, partitionState) {
 	t.Helper()
-	msgs, err := readTopicFrom(ctx, bootstrap, topic)
-	if err != nil || len(msgs) == 0 {
-		t.Fatalf("read %s: %d messages, %v", topic, len(msgs), err)
+	p, _, err := busiestPartition(ctx, bootstrap, topic, topicPartitions)
+	if err != nil {
+		t.Fatal(err)
 	}
-	p := msgs[0].partition
 	st, err := describePartition(ctx, bootstrap, topic, p)
 	if err != nil {
 		t.Fatal(err)
@@ -87,22 +89,27 @@ func (sl *sale) finish(ctx context.Context, d *deps, phase int32) {
 // and give their units back. Every 202 is a row, nothing is written twice.
 func TestKafkaLeaderKilled(t *testing.T) {
 	r := &row{Fault: "7a. Kafka partition leader SIGKILLed (3 nodes)",
-		Injected: "SIGKILL of the node leading the sale's partition at ~60 accepted, crowd 150 req/s; restarted after the sale resumed; RF 3, min.insync.replicas 2; FLASHSALE_PUBLISH_TIMEOUT=1s"}
+		Injected: "SIGKILL of the node leading the sale's partition at ~120 accepted, crowd 150 req/s; restarted after the sale resumed; RF 3, min.insync.replicas 2; FLASHSALE_PUBLISH_TIMEOUT=1s"}
 	record(t, r)
 	ctx := testenv.Context(t)
 	bootstrap := testenv.RequireKafkaCluster(t)
 	s := harness.Start(t, harness.Options{Env: baseEnv(nil), KafkaBrokers: bootstrap})
 	d := dial(t)
-	sl := openSale(t, s, 600)
+	sl := openSale(t, s, 1500)
 	const (
 		selling   = 0
 		killed    = 1
 		restarted = 2
 		rest      = 3
 	)
+	// The crowd pauses while the test finds the sale's partition (reading
+	// the topic takes a moment), so the kill comes mid-sale.
 	stop := sl.crowd(ctx, 150, 64)
 	sl.waitAccepted(60, 20*time.Second)
+	stop()
 	part, before := hotPartition(t, ctx, bootstrap, s.Topic)
+	stop = sl.crowd(ctx, 150, 64)
+	sl.waitAccepted(120, 20*time.Second)
 	sl.setPhase(killed)
 	killKafkaNode(t, before.leader)
 	pause, resumed := sl.waitRecovery(killed, 40*time.Second)
@@ -170,7 +177,7 @@ func TestKafkaBrokerCutOff(t *testing.T) {
 		ProcEnv: map[string]map[string]string{"gateway": {"FLASHSALE_KAFKA_BROKERS": strings.Join(proxied, ",")}}})
 	d := dial(t)
 	const publishTimeout = time.Second
-	sl := openSale(t, s, 800)
+	sl := openSale(t, s, 2500)
 	const (
 		selling        = 0
 		leaderCut      = 1
@@ -182,13 +189,16 @@ func TestKafkaBrokerCutOff(t *testing.T) {
 		rest           = 7
 	)
 	stop := sl.crowd(ctx, 100, 64)
-	defer func() { stop() }()
 	sl.waitAccepted(60, 20*time.Second)
+	stop()
 	part, st := hotPartition(t, ctx, bootstrap, s.Topic)
 	follower := st.isr[0]
 	if follower == st.leader {
 		follower = st.isr[1]
 	}
+	stop = sl.crowd(ctx, 100, 64)
+	defer func() { stop() }()
+	sl.waitAccepted(80, 20*time.Second)
 
 	sl.setPhase(leaderCut)
 	proxies[st.leader].inject("timeout", `{"timeout":0}`, "upstream", "downstream")
@@ -251,14 +261,14 @@ func TestKafkaBrokerCutOff(t *testing.T) {
 // two in-sync replicas are there again and the sale resumes.
 func TestKafkaTwoBrokersDown(t *testing.T) {
 	r := &row{Fault: "7c. two of three Kafka nodes SIGKILLed",
-		Injected: "SIGKILL of the sale partition's two followers at ~60 accepted, 5s down, one restarted, then the other; crowd 150 req/s; FLASHSALE_PUBLISH_TIMEOUT=1s, fail fast after 5 failed deliveries for 1s"}
+		Injected: "SIGKILL of the sale partition's two followers at ~120 accepted, 5s down, one restarted, then the other; crowd 150 req/s; FLASHSALE_PUBLISH_TIMEOUT=1s, fail fast after 5 failed deliveries for 1s"}
 	record(t, r)
 	ctx := testenv.Context(t)
 	bootstrap := testenv.RequireKafkaCluster(t)
 	s := harness.Start(t, harness.Options{Env: baseEnv(nil), KafkaBrokers: bootstrap})
 	d := dial(t)
 	const publishTimeout = time.Second
-	sl := openSale(t, s, 600)
+	sl := openSale(t, s, 1500)
 	const (
 		selling = 0
 		down    = 1
@@ -268,6 +278,7 @@ func TestKafkaTwoBrokersDown(t *testing.T) {
 	)
 	stop := sl.crowd(ctx, 150, 64)
 	sl.waitAccepted(60, 20*time.Second)
+	stop()
 	_, st := hotPartition(t, ctx, bootstrap, s.Topic)
 	var followers []int
 	for _, id := range st.isr {
@@ -275,6 +286,8 @@ func TestKafkaTwoBrokersDown(t *testing.T) {
 			followers = append(followers, id)
 		}
 	}
+	stop = sl.crowd(ctx, 150, 64)
+	sl.waitAccepted(120, 20*time.Second)
 	sl.setPhase(down)
 	for _, id := range followers {
 		killKafkaNode(t, id)

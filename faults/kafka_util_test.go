@@ -217,3 +217,36 @@ func describePartition(ctx context.Context, bootstrap, topic string, partition i
 	}
 	return partitionState{}, fmt.Errorf("topic %s has no partition %d", topic, partition)
 }
+
+// busiestPartition is the partition of topic with the most messages (its
+// high watermark), with that count: where a sale's orders go.
+func busiestPartition(ctx context.Context, bootstrap, topic string, partitions int) (int32, int64, error) {
+	ac, err := kafka.NewAdminClient(quiet(kafka.ConfigMap{"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000}))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer ac.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req := make(map[kafka.TopicPartition]kafka.OffsetSpec, partitions)
+	for p := range partitions {
+		req[kafka.TopicPartition{Topic: &topic, Partition: int32(p)}] = kafka.LatestOffsetSpec
+	}
+	res, err := ac.ListOffsets(ctx, req)
+	if err != nil {
+		return 0, 0, fmt.Errorf("list offsets of %s: %w", topic, err)
+	}
+	best, most := int32(-1), int64(0)
+	for tp, info := range res.ResultInfos {
+		if info.Error.Code() != kafka.ErrNoError {
+			return 0, 0, fmt.Errorf("list offsets of %s[%d]: %w", topic, tp.Partition, info.Error)
+		}
+		if n := int64(info.Offset); n > most {
+			best, most = tp.Partition, n
+		}
+	}
+	if best < 0 {
+		return 0, 0, fmt.Errorf("topic %s has no message", topic)
+	}
+	return best, most, nil
+}
