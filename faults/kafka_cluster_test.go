@@ -110,8 +110,8 @@ func TestKafkaLeaderKilled(t *testing.T) {
 	part, before := hotPartition(t, ctx, bootstrap, s.Topic)
 	stop = sl.crowd(ctx, 150, 64)
 	sl.waitAccepted(120, 20*time.Second)
-	sl.setPhase(killed)
 	killKafkaNode(t, before.leader)
+	sl.setPhase(killed) // after the kill: a purchase sent before it may be acknowledged by the old leader
 	pause, resumed := sl.waitRecovery(killed, 40*time.Second)
 	time.Sleep(2 * time.Second) // sell on two nodes for a while
 	after, err := describePartition(ctx, bootstrap, s.Topic, part)
@@ -215,8 +215,8 @@ func TestKafkaBrokerCutOff(t *testing.T) {
 	sl.setPhase(followerHealed)
 	time.Sleep(time.Second)
 
-	sl.setPhase(followerDead)
 	killKafkaNode(t, follower)
+	sl.setPhase(followerDead)
 	deadPause, deadOK := sl.waitRecovery(followerDead, 20*time.Second)
 	time.Sleep(8*time.Second - deadPause)
 	shrunk, err := describePartition(ctx, bootstrap, s.Topic, part)
@@ -288,10 +288,10 @@ func TestKafkaTwoBrokersDown(t *testing.T) {
 	}
 	stop = sl.crowd(ctx, 150, 64)
 	sl.waitAccepted(120, 20*time.Second)
-	sl.setPhase(down)
 	for _, id := range followers {
 		killKafkaNode(t, id)
 	}
+	sl.setPhase(down)
 	time.Sleep(3 * time.Second)
 	failingFast, err := metric(ctx, s.GatewayAdminURL+"/metrics", "publish_failing_fast")
 	if err != nil {

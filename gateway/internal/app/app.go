@@ -131,10 +131,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 			}
 			return nil
 		},
-		FailingFast: g.producer.FailingFast,
-		AdminToken:  cfg.AdminToken,
-		BaseCtx:     context.WithoutCancel(ctx),
-		Now:         time.Now,
+		Producer:   g.producer,
+		AdminToken: cfg.AdminToken,
+		BaseCtx:    context.WithoutCancel(ctx),
+		Now:        time.Now,
 	}
 	g.refreshBypass(ctx)
 	// The sale page (/sale/) and the dashboard (/dashboard/, /admin/dashboard)

@@ -63,11 +63,6 @@ func (a *API) writeGauges(w io.Writer) {
 		p("flashsale_gateway_queue_admission_rate{sale=\"%d\"} %g\n", id, q.Rate)
 	}
 	a.gauges.mu.Unlock()
-	failing := 0
-	if a.FailingFast != nil && a.FailingFast() {
-		failing = 1
-	}
-	p("# HELP flashsale_gateway_publish_failing_fast 1 while purchases are refused at once because the broker failed the last deliveries.\n# TYPE flashsale_gateway_publish_failing_fast gauge\nflashsale_gateway_publish_failing_fast %d\n", failing)
 	p("# HELP flashsale_gateway_rate_limit Token bucket rule in force (rate per second, burst).\n# TYPE flashsale_gateway_rate_limit gauge\n")
 	p("# HELP flashsale_gateway_rate_limit_buckets Buckets held.\n# TYPE flashsale_gateway_rate_limit_buckets gauge\n")
 	for _, l := range []struct {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"io"
 	"log/slog"
 	"net/netip"
 	"strconv"
@@ -47,10 +48,9 @@ type API struct {
 	Metrics *Metrics
 	// Ready reports whether dependencies answer; nil means always.
 	Ready func(context.Context) error
-	// FailingFast reports whether the producer refuses publishes at once
-	// because the broker failed the last deliveries (nil: never).
-	FailingFast func() bool
-	AdminToken  []byte
+	// Producer writes the Kafka producer's metrics on /metrics (nil: none).
+	Producer   interface{ WriteMetrics(io.Writer) }
+	AdminToken []byte
 	// Bypass persists the bypass list for every gateway; nil disables the endpoint.
 	Bypass BypassStore
 	// BaseCtx outlives every request; purchases derive their timeouts from
@@ -273,6 +273,9 @@ func (a *API) metrics(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain; version=0.0.4")
 	_, _ = a.Metrics.WriteTo(ctx)
 	a.writeGauges(ctx)
+	if a.Producer != nil {
+		a.Producer.WriteMetrics(ctx)
+	}
 	writeProcess(ctx)
 }
 

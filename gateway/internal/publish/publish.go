@@ -52,6 +52,7 @@ type Producer struct {
 	topic    string
 	inFlight atomic.Int64 // handed to librdkafka, delivery report not yet read
 	breaker  breaker
+	latency  ackLatency
 	now      func() time.Time
 }
 
@@ -92,15 +93,19 @@ func New(cfg Config) (*Producer, error) {
 // on cancellation: a message already handed to the producer may still be
 // delivered, and the caller must know which.
 func (p *Producer) Publish(itemID int64, value []byte) error {
-	ok, trial := p.breaker.allow(p.now())
+	start := p.now()
+	ok, trial := p.breaker.allow(start)
 	if !ok {
+		p.latency.refused.Add(1)
 		return errBrokerDown
 	}
 	err := p.publish(itemID, value)
 	switch {
 	case err == nil:
+		p.latency.observe(p.now().Sub(start))
 		p.breaker.success(trial)
 	case errors.Is(err, ErrUnconfirmed):
+		p.latency.failed.Add(1)
 		p.breaker.failure(p.now(), trial)
 	default: // refused locally: says nothing about the broker
 		if trial {
