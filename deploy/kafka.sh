@@ -326,7 +326,7 @@ kafka_cluster_names() {
 # ------------------------------------------------------------ the services
 
 kafka_running() {
-	kafka_node_running single && "$KAFKA_ADMIN" probe -bootstrap "$(kafka_bootstrap single)" -timeout 2s >/dev/null 2>&1
+	kafka_node_running single && "$KAFKA_ADMIN" probe -bootstrap "$(kafka_bootstrap single)" -timeout 5s >/dev/null 2>&1
 }
 
 kafka_start() {
@@ -354,7 +354,8 @@ kafka_status() {
 kafka-cluster_running() {
 	local n
 	for n in $(kafka_cluster_names); do kafka_node_running "$n" || return 1; done
-	"$KAFKA_ADMIN" probe -bootstrap "$(kafka_bootstrap cluster)" -brokers "$KAFKA_CLUSTER_NODES" -timeout 2s >/dev/null 2>&1
+	# 5 s: a node just back answers its first requests slowly on 2 busy cores
+	"$KAFKA_ADMIN" probe -bootstrap "$(kafka_bootstrap cluster)" -brokers "$KAFKA_CLUSTER_NODES" -timeout 5s >/dev/null 2>&1
 }
 
 # kafka-cluster_start starts every node that is not running (all three at

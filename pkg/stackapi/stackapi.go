@@ -9,10 +9,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Client talks to one gateway and one order-service admin listener.
@@ -117,9 +121,35 @@ func (c *Client) Order(ctx context.Context, token, orderID string) (Order, error
 
 // Metric reads one unlabelled sample from a Prometheus text endpoint.
 func (c *Client) Metric(ctx context.Context, baseURL, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
+	fams, err := c.Metrics(ctx, baseURL)
 	if err != nil {
 		return 0, err
+	}
+	mf, ok := fams[name]
+	if !ok || len(mf.GetMetric()) == 0 {
+		return 0, fmt.Errorf("metric %s not found at %s", name, baseURL)
+	}
+	for _, m := range mf.GetMetric() {
+		if len(m.GetLabel()) > 0 {
+			continue
+		}
+		switch {
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue(), nil
+		case m.Counter != nil:
+			return m.GetCounter().GetValue(), nil
+		case m.Untyped != nil:
+			return m.GetUntyped().GetValue(), nil
+		}
+	}
+	return 0, fmt.Errorf("metric %s at %s has no unlabelled value", name, baseURL)
+}
+
+// Metrics reads a service's /metrics page with Prometheus' own text parser.
+func (c *Client) Metrics(ctx context.Context, baseURL string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
+	if err != nil {
+		return nil, err
 	}
 	hc := c.HTTP
 	if hc == nil {
@@ -127,19 +157,49 @@ func (c *Client) Metric(ctx context.Context, baseURL, name string) (float64, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s/metrics: %s", baseURL, resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return 0, err
+		return nil, fmt.Errorf("parse %s/metrics: %w", baseURL, err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+	return fams, nil
+}
+
+// HistogramQuantile estimates the q-quantile (0..1) of a histogram family's
+// first series the way PromQL's histogram_quantile does: linear within the
+// bucket that holds it. ok is false for an empty histogram, or when the
+// quantile falls in the +Inf bucket (the highest finite bound is returned).
+func HistogramQuantile(mf *dto.MetricFamily, q float64) (v float64, ok bool) {
+	if mf == nil || len(mf.GetMetric()) == 0 || mf.GetMetric()[0].GetHistogram() == nil {
+		return 0, false
+	}
+	h := mf.GetMetric()[0].GetHistogram()
+	total := float64(h.GetSampleCount())
+	if total == 0 {
+		return 0, false
+	}
+	rank := q * total
+	lower, below := 0.0, 0.0
+	for _, b := range h.GetBucket() {
+		upper, cum := b.GetUpperBound(), float64(b.GetCumulativeCount())
+		if math.IsInf(upper, 1) {
+			return lower, false
 		}
+		if cum >= rank {
+			if cum == below {
+				return upper, true
+			}
+			return lower + (upper-lower)*(rank-below)/(cum-below), true
+		}
+		lower, below = upper, cum
 	}
-	return 0, fmt.Errorf("metric %s not found at %s", name, baseURL)
+	return lower, false
 }
 
 // QueueState is the waiting room's answer.

@@ -72,8 +72,7 @@ func (b *breaker) trip(now time.Time) {
 	}
 }
 
-// open reports whether purchases are failing fast at now.
-func (b *breaker) open(now time.Time) bool {
-	until := b.openUntil.Load()
-	return until != 0 && now.UnixNano() < until
-}
+// open reports whether publishes are failing fast: from the moment it
+// opened until a delivery succeeds (the trial's, or a late one), including
+// while the trial is in flight and every other publish is refused.
+func (b *breaker) open() bool { return b.openUntil.Load() != 0 }

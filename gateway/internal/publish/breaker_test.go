@@ -15,6 +15,7 @@ func TestBreaker(t *testing.T) {
 		trial     bool          // for success/failure: the outcome is the trial's
 		wantOK    bool          // for allow
 		wantTrial bool          // for allow
+		wantOpen  bool          // for open
 	}
 	tests := []struct {
 		name      string
@@ -43,8 +44,12 @@ func TestBreaker(t *testing.T) {
 		}},
 		{name: "a successful trial closes it", threshold: 1, steps: []step{
 			{do: "failure"},
+			{do: "open", wantOpen: true},
 			{at: time.Second, do: "allow", wantOK: true, wantTrial: true},
+			// still failing fast for everyone else while the trial is out
+			{at: 1050 * time.Millisecond, do: "open", wantOpen: true},
 			{at: 1100 * time.Millisecond, do: "success", trial: true},
+			{at: 1100 * time.Millisecond, do: "open", wantOpen: false},
 			{at: 1100 * time.Millisecond, do: "allow", wantOK: true},
 		}},
 		{name: "a failed trial opens it for another cooldown", threshold: 1, steps: []step{
@@ -86,6 +91,10 @@ func TestBreaker(t *testing.T) {
 					b.failure(now, s.trial)
 				case "trip":
 					b.trip(now)
+				case "open":
+					if got := b.open(); got != s.wantOpen {
+						t.Fatalf("step %d: open at +%v = %v, want %v", i, s.at, got, s.wantOpen)
+					}
 				default:
 					t.Fatalf("step %d: unknown action %q", i, s.do)
 				}

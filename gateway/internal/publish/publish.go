@@ -120,7 +120,7 @@ func (p *Producer) Publish(itemID int64, value []byte) error {
 func (p *Producer) BrokersDown() { p.breaker.trip(p.now()) }
 
 // FailingFast reports whether publishes are refused at once right now.
-func (p *Producer) FailingFast() bool { return p.breaker.open(p.now()) }
+func (p *Producer) FailingFast() bool { return p.breaker.open() }
 
 func (p *Producer) publish(itemID int64, value []byte) error {
 	p.inFlight.Add(1)

@@ -23,6 +23,8 @@ func (r Report) Summary() map[string]any {
 		"stock_conserved":      r.Audit.StockConserved,
 		"audit_ok":             r.Audit.OK(),
 		"gateway_peak_rss_mib": int(r.GatewayPeakRSSMiB),
+		"publish_ack_p50_ms":   r.PublishAckMs.P50,
+		"publish_ack_p99_ms":   r.PublishAckMs.P99,
 	}
 	for k, v := range r.Outcomes {
 		m[k] = v
@@ -62,6 +64,9 @@ func writeHuman(w io.Writer, r Report) {
 	}
 	if r.GatewayPeakRSSMiB >= 0 {
 		fmt.Fprintf(&b, "gateway peak memory:     %.0f MiB resident\n", r.GatewayPeakRSSMiB)
+	}
+	if r.PublishAckMs.P50 >= 0 {
+		fmt.Fprintf(&b, "publish → broker ack:    p50 %.2f ms, p99 %.2f ms (gateway's histogram)\n", r.PublishAckMs.P50, r.PublishAckMs.P99)
 	}
 	verdict := "PASS"
 	if !r.Audit.OK() {

@@ -42,9 +42,13 @@ type Report struct {
 	// Paid is how many winners paid (-pay-share); the rest are left to expire.
 	Paid int `json:"paid"`
 	// GatewayPeakRSSMiB is the gateway's peak resident memory (-1 unknown).
-	GatewayPeakRSSMiB float64       `json:"gateway_peak_rss_mib"`
-	Audit             audit.Verdict `json:"audit"`
-	Files             map[string]string
+	GatewayPeakRSSMiB float64 `json:"gateway_peak_rss_mib"`
+	// PublishAckMs is the gateway's time from handing an order to the Kafka
+	// producer to the broker's acknowledgement (its histogram's p50 and
+	// p99, interpolated within buckets; -1 unknown).
+	PublishAckMs struct{ P50, P99 float64 } `json:"publish_ack_ms"`
+	Audit        audit.Verdict              `json:"audit"`
+	Files        map[string]string
 }
 
 // Lat is a latency summary in milliseconds.
@@ -216,9 +220,19 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 	waitReleases(ctx, pool, sale.ID, 10*time.Second)
 	rep.Polled = pollSample(ctx, api, cr, accepted, o.PollSample)
 	rep.GatewayPeakRSSMiB = -1
+	rep.PublishAckMs.P50, rep.PublishAckMs.P99 = -1, -1
 	if o.GatewayAdminURL != "" {
-		if b, err := api.Metric(ctx, o.GatewayAdminURL, "flashsale_process_peak_resident_memory_bytes"); err == nil {
-			rep.GatewayPeakRSSMiB = b / (1 << 20)
+		if fams, err := api.Metrics(ctx, o.GatewayAdminURL); err == nil {
+			if mf := fams["flashsale_process_peak_resident_memory_bytes"]; mf != nil && len(mf.GetMetric()) > 0 {
+				rep.GatewayPeakRSSMiB = mf.GetMetric()[0].GetGauge().GetValue() / (1 << 20)
+			}
+			ack := fams["flashsale_gateway_publish_ack_seconds"]
+			if v, ok := stackapi.HistogramQuantile(ack, 0.5); ok {
+				rep.PublishAckMs.P50 = v * 1000
+			}
+			if v, ok := stackapi.HistogramQuantile(ack, 0.99); ok {
+				rep.PublishAckMs.P99 = v * 1000
+			}
 		}
 	}
 
