@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/google/uuid"
@@ -31,6 +32,20 @@ func TestCheckDurability(t *testing.T) {
 		t.Fatalf("create %s: %v %v", existing, err, res)
 	}
 	t.Cleanup(func() { ac.DeleteTopics(context.Background(), []string{existing}) })
+	// CreateTopics returns when the controller has the topic; the broker
+	// answering metadata knows it a moment later.
+	probe, err := lag.New(lag.Config{Brokers: testenv.KafkaBrokers(), Topic: existing, Group: existing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := probe.Durability(ctx); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("topic %s not described within 10s: %v", existing, err)
+		}
+	}
 	tests := []struct {
 		name    string
 		topic   string
