@@ -161,7 +161,18 @@ func committed(topic, group string) (map[int32]int64, error) {
 	for _, p := range tm.Partitions {
 		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p.ID})
 	}
-	got, err := c.Committed(tps, 5000)
+	// Right after a broker restart the group's coordinator answers
+	// NOT_COORDINATOR (or is loading) for a moment: ask again.
+	var got []kafka.TopicPartition
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		got, err = c.Committed(tps, 5000)
+		var kerr kafka.Error
+		if err == nil || !errors.As(err, &kerr) || time.Now().After(deadline) ||
+			(kerr.Code() != kafka.ErrNotCoordinator && kerr.Code() != kafka.ErrCoordinatorLoadInProgress &&
+				kerr.Code() != kafka.ErrCoordinatorNotAvailable && !kerr.IsRetriable()) {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -287,7 +287,16 @@ func (s *Stack) startProc(name string) {
 	if !ok {
 		s.t.Fatalf("no process %s", name)
 	}
-	logPath := filepath.Join(s.t.TempDir(), name+".log")
+	// FLASHSALE_TEST_LOGS keeps every process log after the run (a test's
+	// temporary folder goes with it), for a failure seen only in CI.
+	dir := s.t.TempDir()
+	if keep := os.Getenv("FLASHSALE_TEST_LOGS"); keep != "" {
+		dir = filepath.Join(keep, strings.NewReplacer("/", "_").Replace(s.t.Name()))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	logPath := filepath.Join(dir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
 	f, err := os.Create(logPath)
 	if err != nil {
 		s.t.Fatal(err)
