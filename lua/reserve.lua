@@ -17,11 +17,14 @@ local stock = redis.call('GET', KEYS[1])
 if not stock then
   return -3
 end
-if ARGV[3] ~= '' and redis.call('SISMEMBER', KEYS[3], ARGV[3]) == 1 then
-  return -4
-end
+-- The holder check comes before the spent-token one: a shopper retrying the
+-- purchase whose answer she lost carries the token that purchase spent, and
+-- must hear about the order she holds, not be sent back to the queue.
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then
   return -2
+end
+if ARGV[3] ~= '' and redis.call('SISMEMBER', KEYS[3], ARGV[3]) == 1 then
+  return -4
 end
 stock = tonumber(stock)
 if stock <= 0 then

@@ -1,0 +1,70 @@
+package stock_test
+
+import (
+	"errors"
+	"testing"
+
+	"flashsale/pkg/stock"
+	"flashsale/pkg/testenv"
+)
+
+// A reservation notes its item beside the holder, so a shopper's order and
+// an abandoned reservation's unit can be traced to their item with no order
+// row; a stale note (her earlier order's) is never taken for the current.
+func TestHeldByAndItemsOf(t *testing.T) {
+	_, st, sale := newSale(t)
+	ctx := testenv.Context(t)
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 5}, {ItemID: 2, Left: 5}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := st.HeldBy(ctx, sale, "alice"); ok || err != nil {
+		t.Fatalf("HeldBy before any purchase: ok %v err %v, want nothing", ok, err)
+	}
+	if _, err := st.Reserve(ctx, sale, 2, "alice", "o1"); err != nil {
+		t.Fatal(err)
+	}
+	if h, ok, err := st.HeldBy(ctx, sale, "alice"); !ok || err != nil || h != (stock.Held{OrderID: "o1", ItemID: 2}) {
+		t.Fatalf("HeldBy = %+v %v %v, want o1 of item 2", h, ok, err)
+	}
+	// Released, then a holder written by a load from PostgreSQL under
+	// another order: the note of o1 must not be read as o5's item.
+	if ok, err := st.Release(ctx, sale, 2, "alice", "o1"); !ok || err != nil {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 4}, {ItemID: 2, Left: 5}}, []stock.Holder{{UserID: "alice", OrderID: "o5"}}); err != nil {
+		t.Fatal(err)
+	}
+	if h, ok, err := st.HeldBy(ctx, sale, "alice"); !ok || err != nil || h != (stock.Held{OrderID: "o5"}) {
+		t.Fatalf("HeldBy after a load = %+v %v %v, want o5 with its item unknown", h, ok, err)
+	}
+	if _, err := st.Reserve(ctx, sale, 1, "bob", "o2"); err != nil {
+		t.Fatal(err)
+	}
+	items, err := st.ItemsOf(ctx, sale, map[string]string{"alice": "o5", "bob": "o2", "carol": "o9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 1 || items["bob"] != 1 {
+		t.Fatalf("ItemsOf = %v, want only bob's item 1", items)
+	}
+}
+
+// A shopper who holds a unit hears so even with the admission token her
+// purchase spent: a retry of a lost answer must learn her order, not be
+// sent back to the queue.
+func TestHolderBeforeSpentToken(t *testing.T) {
+	_, st, sale := newSale(t)
+	ctx := testenv.Context(t)
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 5}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o1", "tok-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SpendToken(ctx, sale, "u1", "tok-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o2", "tok-1"); !errors.Is(err, stock.ErrAlreadyPurchased) {
+		t.Fatalf("retry with the spent token while holding: %v, want ErrAlreadyPurchased", err)
+	}
+}
