@@ -195,10 +195,16 @@ func (a *API) buy(ctx *fasthttp.RequestCtx, saleID, itemID int64, gate []byte, i
 		a.refuse(ctx, outNotFound, errNotFound)
 		return
 	}
-	// Before the opening, after the end, or on a wrong gate the purchase URL
-	// does not exist: the same 404 for all, so a guess learns nothing.
-	if !sale.IsOpen(a.Now()) || !sale.CheckGate(gate) {
+	// Before the opening or on a wrong gate the purchase URL does not
+	// exist: the same 404 for both, so a guess learns nothing. After the
+	// end, the right gate (which only admitted shoppers were given) hears
+	// 410 SALE_ENDED: the sale's state is public anyway, and "gone for
+	// good" tells a client to stop retrying, where 404 read like a bad URL.
+	if now := a.Now(); !sale.CheckGate(gate) || now.Before(sale.StartsAt) {
 		a.refuse(ctx, outGateClosed, errNotFound)
+		return
+	} else if !sale.IsOpen(now) {
+		a.refuse(ctx, outGateClosed, errSaleEnded)
 		return
 	}
 	item, ok := sale.Item(itemID)
