@@ -39,6 +39,21 @@ func TestGatewayKilledMidSaleEveryOwnerFindsAndPays(t *testing.T) {
 	for i := range impatient {
 		hangUp(t, s.GatewayURL, url, token(t, "impatient-"+user(i)))
 	}
+	// Their orders exist before the kill (else the kill, not the hang-up,
+	// would decide their fate): each finds hers with the "my order" call.
+	myOrder := fmt.Sprintf("%s/api/flash-sales/%d/order", s.GatewayURL, saleID)
+	for i := range impatient {
+		for deadline := time.Now().Add(15 * time.Second); ; {
+			code, body, _, err := harness.Do(ctx, "GET", myOrder, token(t, "impatient-"+user(i)), nil)
+			if err == nil && code == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("impatient shopper %d never found her order: %d %s %v", i, code, body, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 
 	var (
 		mu       sync.Mutex
@@ -136,7 +151,6 @@ func TestGatewayKilledMidSaleEveryOwnerFindsAndPays(t *testing.T) {
 	mu.Unlock()
 
 	// Every owner finds her order both ways and pays it.
-	myOrder := fmt.Sprintf("%s/api/flash-sales/%d/order", s.GatewayURL, saleID)
 	for _, r := range rows {
 		tok := token(t, r.user)
 		code, body, _, err := harness.Do(ctx, "POST", url, tok, nil)
