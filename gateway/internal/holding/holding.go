@@ -84,7 +84,10 @@ func (f *Finder) Find(ctx context.Context, saleID int64, userID string) (Order, 
 		// reloaded, but her order is still hers.
 		o, err := f.activeOf(ctx, saleID, userID)
 		if err != nil && redisErr != nil {
-			return Order{}, fmt.Errorf("find order of sale %d: %w (Redis: %v)", saleID, err, redisErr)
+			// PostgreSQL has no active order for her, but Redis could not
+			// say whether an accepted order is still on its way: "none"
+			// could make her give up a unit she won.
+			return Order{}, fmt.Errorf("find order of sale %d: Redis: %w (PostgreSQL: %v)", saleID, redisErr, err)
 		}
 		return o, err
 	}
