@@ -1,7 +1,9 @@
 package stock_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"flashsale/pkg/stock"
@@ -66,5 +68,38 @@ func TestHolderBeforeSpentToken(t *testing.T) {
 	}
 	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o2", "tok-1"); !errors.Is(err, stock.ErrAlreadyPurchased) {
 		t.Fatalf("retry with the spent token while holding: %v, want ErrAlreadyPurchased", err)
+	}
+}
+
+// On a sharded sale the note sits in the shopper's shard, beside her
+// holder: HeldBy and ItemsOf find it there.
+func TestHeldBySharded(t *testing.T) {
+	c, _, sale := newSale(t)
+	t.Cleanup(func() { _, _ = testenv.DeleteKeys(context.Background(), c, fmt.Sprintf("{fs:%d*", sale)) })
+	st := stock.New(c, stock.WithShards(func(int64) (int, error) { return 3, nil }))
+	ctx := testenv.Context(t)
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 30}, {ItemID: 2, Left: 30}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	holders := map[string]string{}
+	for i, u := range []string{"ann", "ben", "cat", "dan", "eve", "fay"} {
+		order := fmt.Sprintf("o%d", i)
+		if _, err := st.Reserve(ctx, sale, int64(1+i%2), u, order); err != nil {
+			t.Fatal(err)
+		}
+		holders[u] = order
+	}
+	items, err := st.ItemsOf(ctx, sale, holders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range []string{"ann", "ben", "cat", "dan", "eve", "fay"} {
+		want := int64(1 + i%2)
+		if items[u] != want {
+			t.Errorf("ItemsOf[%s] = %d, want %d", u, items[u], want)
+		}
+		if h, ok, err := st.HeldBy(ctx, sale, u); !ok || err != nil || h.ItemID != want || h.OrderID != holders[u] {
+			t.Errorf("HeldBy(%s) = %+v %v %v, want %s of item %d", u, h, ok, err, holders[u], want)
+		}
 	}
 }
