@@ -33,7 +33,7 @@ func TestDeadGatewayReservationsComeBack(t *testing.T) {
 		interval = time.Second
 		// slack covers the pass itself: the consumer-lag read, the
 		// PostgreSQL statement, the relay's release.
-		slack = 3 * time.Second
+		slack = 5 * time.Second
 	)
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
