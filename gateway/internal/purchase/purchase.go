@@ -34,8 +34,8 @@ var (
 	// confirm the event and PostgreSQL could not say whether the order
 	// exists. The unit stays reserved for it and Buy returns its id: the
 	// order may still appear (the shopper can poll it); if no row ever
-	// does, reconcile frees the holder once the id is older than its
-	// in-flight window.
+	// does, the order service frees the holder once the id is older than
+	// its in-flight window (FLASHSALE_INFLIGHT_WINDOW).
 	ErrUnresolved = errors.New("purchase: order fate unknown")
 	// ErrReleasing: the shopper's reservation belongs to an order that has
 	// just ended; its release is on its way, and a retry can buy again.
@@ -169,7 +169,8 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		return Receipt{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	default:
 		// Releasing now could sell the unit twice if the event was written;
-		// keeping it costs at most one unit until reconcile.
+		// keeping it costs at most one unit until a settlement, or the
+		// order service's abandoned-reservation pass after its window.
 		b.log.Error("publish unconfirmed and order not settled; unit kept reserved until a later settlement or reconcile frees it",
 			"sale", saleID, "item", itemID, "order", oid, "err", err)
 		select {
@@ -208,8 +209,8 @@ func (b *Buyer) replay(ctx context.Context, saleID, itemID int64, userID string)
 	if b.holding == nil {
 		return Receipt{}, stock.ErrAlreadyPurchased
 	}
-	// One Redis round trip and one primary-key read; the PostgreSQL
-	// timeout is the settler's concern, so the Redis one bounds both.
+	// One Redis round trip and one primary-key read in PostgreSQL, each
+	// about as cheap as the reservation: twice the Redis bound covers both.
 	fctx, cancel := context.WithTimeout(ctx, 2*b.redisTimeout)
 	o, err := b.holding.Find(fctx, saleID, userID)
 	cancel()
