@@ -14,18 +14,18 @@ import (
 // an abandoned reservation's unit can be traced to their item with no order
 // row; a stale note (her earlier order's) is never taken for the current.
 func TestHeldByAndItemsOf(t *testing.T) {
-	_, st, sale := newSale(t)
+	c, st, sale := newSale(t)
 	ctx := testenv.Context(t)
 	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 5}, {ItemID: 2, Left: 5}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := st.HeldBy(ctx, sale, "alice"); ok || err != nil {
-		t.Fatalf("HeldBy before any purchase: ok %v err %v, want nothing", ok, err)
+	if _, ok, loaded, err := st.HeldBy(ctx, sale, "alice"); ok || !loaded || err != nil {
+		t.Fatalf("HeldBy before any purchase: ok %v loaded %v err %v, want nothing in a loaded copy", ok, loaded, err)
 	}
 	if _, err := st.Reserve(ctx, sale, 2, "alice", "o1"); err != nil {
 		t.Fatal(err)
 	}
-	if h, ok, err := st.HeldBy(ctx, sale, "alice"); !ok || err != nil || h != (stock.Held{OrderID: "o1", ItemID: 2}) {
+	if h, ok, _, err := st.HeldBy(ctx, sale, "alice"); !ok || err != nil || h != (stock.Held{OrderID: "o1", ItemID: 2}) {
 		t.Fatalf("HeldBy = %+v %v %v, want o1 of item 2", h, ok, err)
 	}
 	// Released, then a holder written by a load from PostgreSQL under
@@ -36,7 +36,7 @@ func TestHeldByAndItemsOf(t *testing.T) {
 	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 4}, {ItemID: 2, Left: 5}}, []stock.Holder{{UserID: "alice", OrderID: "o5"}}); err != nil {
 		t.Fatal(err)
 	}
-	if h, ok, err := st.HeldBy(ctx, sale, "alice"); !ok || err != nil || h != (stock.Held{OrderID: "o5"}) {
+	if h, ok, _, err := st.HeldBy(ctx, sale, "alice"); !ok || err != nil || h != (stock.Held{OrderID: "o5"}) {
 		t.Fatalf("HeldBy after a load = %+v %v %v, want o5 with its item unknown", h, ok, err)
 	}
 	if _, err := st.Reserve(ctx, sale, 1, "bob", "o2"); err != nil {
@@ -48,6 +48,13 @@ func TestHeldByAndItemsOf(t *testing.T) {
 	}
 	if len(items) != 1 || items["bob"] != 1 {
 		t.Fatalf("ItemsOf = %v, want only bob's item 1", items)
+	}
+	// Redis lost the sale (a restart): nothing held, and nothing proven.
+	if _, err := testenv.DeleteKeys(ctx, c, fmt.Sprintf("{fs:%d}*", sale)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, loaded, err := st.HeldBy(ctx, sale, "alice"); ok || loaded || err != nil {
+		t.Fatalf("HeldBy after a loss: ok %v loaded %v err %v, want nothing, not loaded", ok, loaded, err)
 	}
 }
 
@@ -98,8 +105,8 @@ func TestHeldBySharded(t *testing.T) {
 		if items[u] != want {
 			t.Errorf("ItemsOf[%s] = %d, want %d", u, items[u], want)
 		}
-		if h, ok, err := st.HeldBy(ctx, sale, u); !ok || err != nil || h.ItemID != want || h.OrderID != holders[u] {
-			t.Errorf("HeldBy(%s) = %+v %v %v, want %s of item %d", u, h, ok, err, holders[u], want)
+		if h, ok, loaded, err := st.HeldBy(ctx, sale, u); !ok || !loaded || err != nil || h.ItemID != want || h.OrderID != holders[u] {
+			t.Errorf("HeldBy(%s) = %+v %v %v %v, want %s of item %d in a loaded copy", u, h, ok, loaded, err, holders[u], want)
 		}
 	}
 }

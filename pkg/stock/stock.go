@@ -379,32 +379,41 @@ type Held struct {
 
 // HeldBy reads the order userID holds in the sale and, when the
 // reservation noted it, its item; ok is false when she holds nothing.
-// One round trip: both entries live in her shard's slot.
-func (s *Store) HeldBy(ctx context.Context, saleID int64, userID string) (h Held, ok bool, err error) {
+// loaded reports whether her part of the sale's hot copy was loaded into
+// this Redis (a load writes its epoch; a restart loses it): when it was
+// not, the absence of a holder proves nothing and PostgreSQL must be asked.
+// One round trip: every key read lives in her shard's slot.
+func (s *Store) HeldBy(ctx context.Context, saleID int64, userID string) (h Held, ok, loaded bool, err error) {
 	l, err := s.layout(saleID)
 	if err != nil {
-		return Held{}, false, err
+		return Held{}, false, false, err
 	}
 	tag := l.tag(l.shardOf(userID))
 	res := s.client.DoMulti(ctx,
 		s.client.B().Hget().Key(holdersOf(tag)).Field(userID).Build(),
-		s.client.B().Hget().Key(holderItemsOf(tag)).Field(userID).Build())
+		s.client.B().Hget().Key(holderItemsOf(tag)).Field(userID).Build(),
+		s.client.B().Exists().Key(epochOf(tag)).Build())
+	n, err := res[2].AsInt64()
+	if err != nil {
+		return Held{}, false, false, fmt.Errorf("read load epoch of sale %d: %w", saleID, err)
+	}
+	loaded = n == 1
 	h.OrderID, err = res[0].ToString()
 	if rueidis.IsRedisNil(err) {
-		return Held{}, false, nil
+		return Held{}, false, loaded, nil
 	}
 	if err != nil {
-		return Held{}, false, fmt.Errorf("read holder of sale %d: %w", saleID, err)
+		return Held{}, false, false, fmt.Errorf("read holder of sale %d: %w", saleID, err)
 	}
 	note, err := res[1].ToString()
 	switch {
 	case rueidis.IsRedisNil(err):
 	case err != nil:
-		return Held{}, false, fmt.Errorf("read holder item of sale %d: %w", saleID, err)
+		return Held{}, false, false, fmt.Errorf("read holder item of sale %d: %w", saleID, err)
 	default:
 		h.ItemID = itemOfNote(note, h.OrderID)
 	}
-	return h, true, nil
+	return h, true, loaded, nil
 }
 
 // ItemsOf reads the items of the given holders' reservations (user -> order

@@ -113,9 +113,10 @@ func TestLostAnswerFindsTheOrder(t *testing.T) {
 		t.Fatalf("replay once persisted: %d %s, want 202 PENDING %s", r.Status, r.Body, first.OrderID)
 	}
 
-	// Redis lost her holder (a restart before the reload): PostgreSQL
-	// still knows her active order.
-	if err := h.redis.Do(ctx, h.redis.B().Hdel().Key(stock.HoldersKey(h.saleID)).Field("alice").Build()).Error(); err != nil {
+	// Redis lost the holders (a restart before the reload, which takes
+	// the load's epoch key too): PostgreSQL still knows her active order.
+	epoch := fmt.Sprintf("{fs:%d}:epoch", h.saleID)
+	if err := h.redis.Do(ctx, h.redis.B().Del().Key(stock.HoldersKey(h.saleID), epoch).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.myOrder("alice"); got.Status != 200 || got.OrderID != first.OrderID || got.State != "PENDING" {

@@ -4,8 +4,9 @@
 // purchase, and from GET /api/flash-sales/{saleId}/order. Redis first: her
 // holder entry names the order, and PostgreSQL's row (one primary-key read)
 // or the gateway's accepted record says it exists. PostgreSQL second: when
-// Redis has no holder for her or cannot answer, the one active order per
-// user and sale (its partial unique index) is read instead.
+// Redis cannot answer, or lost the sale's hot copy (no load epoch), the one
+// active order per user and sale (its partial unique index) is read
+// instead.
 package holding
 
 import (
@@ -76,12 +77,17 @@ func New(st *stock.Store, rc rueidis.Client, pool *pgxpool.Pool) (*Finder, error
 // with the order's id (and item when known). Other errors mean neither
 // Redis nor PostgreSQL could answer.
 func (f *Finder) Find(ctx context.Context, saleID int64, userID string) (Order, error) {
-	h, held, redisErr := f.stock.HeldBy(ctx, saleID, userID)
+	h, held, loaded, redisErr := f.stock.HeldBy(ctx, saleID, userID)
+	if redisErr == nil && !held && loaded {
+		// The hot copy is whole and holds nothing for her: no active order
+		// (every one has its holder). PostgreSQL is spared: the herd opening
+		// the sale page asks this.
+		return Order{}, ErrNone
+	}
 	id, badID := uuid.Parse(h.OrderID)
 	if redisErr != nil || !held || badID != nil {
-		// No holder (or none readable): PostgreSQL's active order, if any.
-		// After a Redis loss the holders are gone until the stock is
-		// reloaded, but her order is still hers.
+		// No holder readable, or a hot copy never loaded or lost (a Redis
+		// restart before the reload): PostgreSQL's active order, if any.
 		o, err := f.activeOf(ctx, saleID, userID)
 		if err != nil && redisErr != nil {
 			// PostgreSQL has no active order for her, but Redis could not

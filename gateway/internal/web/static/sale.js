@@ -213,6 +213,7 @@ const buyTimeoutMs = 10000;
 async function buy(itemId) {
   if (st.busy || !canBuy()) return;
   st.busy = true; render();
+  sessionStorage.setItem(triedKey, "1");
   showStatus("Processing…");
   try {
     const r = await call("POST", st.purchasePath + "/items/" + itemId + "/purchase", { admission: st.admission, timeoutMs: buyTimeoutMs });
@@ -283,11 +284,14 @@ async function recoverOrder(delay, attempt) {
   recoverOrder(r.retryAfterMs || backoff(delay, 10000), attempt + 1);
 }
 
-// findOrder asks once, when the page opens on an open sale, whether this
-// shopper already holds an order (a reload after a lost answer).
+// findOrder asks once, when the page opens again on a sale this tab
+// already tried to buy in, whether the shopper holds an order (a reload
+// after a lost answer). Only then: at the opening the whole crowd's pages
+// refresh at once, and none of them has an order to find.
 let orderLooked = false;
+const triedKey = "flashsale.tried." + saleId;
 async function findOrder() {
-  if (orderLooked || !st.token || st.order || !st.sale || st.sale.state === "UPCOMING") return;
+  if (orderLooked || !st.token || st.order || !st.sale || !sessionStorage.getItem(triedKey)) return;
   orderLooked = true;
   const r = await call("GET", api + encodeURIComponent(saleId) + "/order");
   if (r.ok && r.data && r.data.orderId && !st.order) adopt(r.data);
