@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/event"
 )
 
 // Abandonment is what one pass of ReleaseAbandoned did in a sale.
@@ -69,7 +70,9 @@ func (s *Service) ReleaseAbandoned(ctx context.Context, saleID int64) (Abandonme
 	plan := make([]store.Abandoned, 0, len(cands))
 	for _, c := range cands {
 		item, ok := items[c.user]
-		if !ok {
+		if !ok || !event.ValidUserID(c.user) {
+			// No item to return the unit to, or a user id the orders table
+			// would refuse (and with it the whole statement): a repair's.
 			res.Unattributed++
 			continue
 		}
