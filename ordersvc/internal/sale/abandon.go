@@ -162,6 +162,7 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	stuck := map[int64]int{} // sale -> abandoned reservations of unknown item, at the last pass
 	for {
 		select {
 		case <-ctx.Done():
@@ -175,23 +176,36 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 			}
 			continue
 		}
+		var unattributed int
 		for _, id := range ids {
 			actx, cancel := context.WithTimeout(ctx, s.abandonTimeout())
 			res, err := s.ReleaseAbandoned(actx, id)
 			cancel()
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				log.Warn("abandoned reservations not released", "sale", id, "err", err)
+				continue
+			}
 			if s.metrics != nil {
 				s.metrics.AbandonedReleased.Add(int64(res.Released))
-				s.metrics.AbandonedUnattributed.Add(int64(res.Unattributed))
 			}
-			switch {
-			case ctx.Err() != nil:
-				return nil
-			case err != nil:
-				log.Warn("abandoned reservations not released", "sale", id, "err", err)
-			case res.Released > 0 || res.Unattributed > 0:
-				log.Info("abandoned reservations released", "sale", id, "released", res.Released,
-					"unattributed", res.Unattributed, "window", s.window)
+			unattributed += res.Unattributed
+			if res.Released > 0 {
+				log.Info("abandoned reservations released", "sale", id, "released", res.Released, "window", s.window)
 			}
+			// The same holders come back every pass until a repair: say so
+			// when their number changes, not every interval.
+			if res.Unattributed != stuck[id] {
+				if res.Unattributed > 0 {
+					log.Warn("abandoned reservations of unknown item; run reconcile?repair=true", "sale", id, "count", res.Unattributed)
+				}
+				stuck[id] = res.Unattributed
+			}
+		}
+		if s.metrics != nil {
+			s.metrics.AbandonedUnattributed.Store(int64(unattributed))
 		}
 	}
 }
