@@ -87,3 +87,61 @@ func TestFindWhenRedisFails(t *testing.T) {
 		})
 	}
 }
+
+// What a replay's lookup costs against the local stack, beside the
+// reservation it replaces (one EVALSHA): a holder in a loaded sale whose
+// order is persisted (Redis round trip, then a primary-key read), and a
+// shopper with no holder (Redis alone).
+//
+//	go test ./internal/holding -run '^$' -bench . -benchmem
+func BenchmarkFind(b *testing.B) {
+	testenv.Require(b, testenv.RedisAddr(), testenv.PostgresAddr())
+	ctx := testenv.Context(b)
+	if err := schema.MigrateDSN(ctx, testenv.PostgresDSN()); err != nil {
+		b.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, testenv.PostgresDSN())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	var sale, item int64
+	if err := pool.QueryRow(ctx, `INSERT INTO flash_sale (name, starts_at, ends_at) VALUES ($1, now() - interval '1 minute', now() + interval '1 hour') RETURNING id`,
+		b.Name()).Scan(&sale); err != nil {
+		b.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO flash_sale_item (sale_id, product_id, name, price, quantity, sold) VALUES ($1, 'p', 'item', 1, 5, 1) RETURNING id`,
+		sale).Scan(&item); err != nil {
+		b.Fatal(err)
+	}
+	id := uuid.Must(uuid.NewV7())
+	if _, err := pool.Exec(ctx, `INSERT INTO flash_sale_order (id, sale_id, item_id, user_id, status, created_at, expires_at)
+		VALUES ($1, $2, $3, 'pat', 'PENDING', now(), now() + interval '10 minutes')`, id, sale, item); err != nil {
+		b.Fatal(err)
+	}
+	rc := testenv.RedisClient(b, testenv.RedisAddr())
+	st := stock.New(rc)
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: item, Left: 4}}, []stock.Holder{{UserID: "pat", OrderID: id.String()}}); err != nil {
+		b.Fatal(err)
+	}
+	f, err := New(st, rc, pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, user string
+		want       error
+	}{
+		{"holder, persisted order", "pat", nil},
+		{"no holder", "nobody", ErrNone},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := f.Find(ctx, sale, c.user); !errors.Is(err, c.want) {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
