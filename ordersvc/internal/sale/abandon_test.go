@@ -3,13 +3,16 @@ package sale_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
+	"flashsale/ordersvc/internal/lag"
 	"flashsale/ordersvc/internal/metrics"
 	"flashsale/ordersvc/internal/relay"
 	"flashsale/ordersvc/internal/sale"
@@ -164,4 +167,72 @@ func left(t *testing.T, stk *stock.Store, sale, item int64) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// laggingReader is a lag reader over a fresh topic holding n messages its
+// group never consumed: a consumer that has not caught up.
+func laggingReader(t *testing.T, n int) *lag.Reader {
+	t.Helper()
+	testenv.Require(t, testenv.KafkaBrokers())
+	name := "test-abandon-lag-" + uuid.NewString()[:8]
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": testenv.KafkaBrokers(), "acks": "all", "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	reports := make(chan kafka.Event, n)
+	for i := range n {
+		if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &name, Partition: kafka.PartitionAny},
+			Key: []byte(fmt.Sprint(i)), Value: []byte("x")}, reports); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n {
+		if m := (<-reports).(*kafka.Message); m.TopicPartition.Error != nil {
+			t.Fatal(m.TopicPartition.Error)
+		}
+	}
+	r, err := lag.New(lag.Config{Brokers: testenv.KafkaBrokers(), Topic: name, Group: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+// While the consumer group has not caught up with the orders topic, a
+// holder that looks abandoned may be an order the broker acknowledged
+// whose gateway died before recording it: nothing is released.
+func TestReleaseAbandonedWaitsForTheConsumer(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, testenv.RedisAddr())
+	ctx := testenv.Context(t)
+	st := store.New(testdb.Pool(t))
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	stk := stock.New(rc)
+	sl := testdb.Sale(t, st, 3)
+	testdb.Load(t, st, stk, sl.ID)
+	const window = time.Second
+	id := v7At(t, time.Now().Add(-window-time.Second))
+	if _, err := stk.Reserve(ctx, sl.ID, sl.Items[0].ID, "maybe-acked", id.String()); err != nil {
+		t.Fatal(err)
+	}
+	svc := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithInFlightWindow(window),
+		sale.WithCatchUp(laggingReader(t, 3), 300*time.Millisecond))
+	res, err := svc.ReleaseAbandoned(ctx, sl.ID)
+	var lagging *lag.LaggingError
+	if !errors.As(err, &lagging) || res.Released != 0 {
+		t.Fatalf("ReleaseAbandoned with the consumer behind: %+v, %v; want nothing released and a LaggingError", res, err)
+	}
+	h, err := stk.Holders(ctx, sl.ID)
+	if err != nil || h["maybe-acked"] != id.String() {
+		t.Fatalf("holders %v (%v), want the holder kept", h, err)
+	}
+	if n := left(t, stk, sl.ID, sl.Items[0].ID); n != 2 {
+		t.Fatalf("%d left, want 2 (the unit still held)", n)
+	}
 }
