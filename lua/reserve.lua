@@ -2,7 +2,10 @@
 -- KEYS[1] stock left of the item   ({fs:<sale>}:stock:<item>)
 -- KEYS[2] active holders of the sale, a hash user -> order id ({fs:<sale>}:holders)
 -- KEYS[3] admission token ids already spent ({fs:<sale>}:q:used)
--- ARGV[1] user id, ARGV[2] order id, ARGV[3] admission token id ("" when none)
+-- KEYS[4] what each holder's reservation is of, a hash user -> "<item>:<order>"
+--         ({fs:<sale>}:holder-items)
+-- ARGV[1] user id, ARGV[2] order id, ARGV[3] admission token id ("" when none),
+-- ARGV[4] item id
 -- Returns the stock left after the reservation (>= 0), or
 --   -1 sold out, -2 the user already holds a unit in this sale,
 --   -3 stock not loaded (a missing key is never read as 0: that would end
@@ -14,15 +17,24 @@ local stock = redis.call('GET', KEYS[1])
 if not stock then
   return -3
 end
-if ARGV[3] ~= '' and redis.call('SISMEMBER', KEYS[3], ARGV[3]) == 1 then
-  return -4
-end
+-- The holder check comes before the spent-token one: a shopper retrying the
+-- purchase whose answer she lost carries the token that purchase spent, and
+-- must hear about the order she holds, not be sent back to the queue.
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then
   return -2
+end
+if ARGV[3] ~= '' and redis.call('SISMEMBER', KEYS[3], ARGV[3]) == 1 then
+  return -4
 end
 stock = tonumber(stock)
 if stock <= 0 then
   return -1
 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+-- The holder names the order, not the item; an order that never reaches
+-- PostgreSQL (its gateway died before the publish) has nothing else that
+-- says which item's stock its unit belongs to. The entry names its order,
+-- so a stale one (the holder released, the user holding a newer order) is
+-- recognised and never trusted; it is overwritten by her next reservation.
+redis.call('HSET', KEYS[4], ARGV[1], ARGV[4] .. ':' .. ARGV[2])
 return redis.call('DECR', KEYS[1])

@@ -373,6 +373,16 @@ func (s *Stack) Signal(name string, sig os.Signal) error {
 	return p.cmd.Process.Signal(sig)
 }
 
+// SetProcEnv replaces the per-process overrides of one process (see
+// Options.ProcEnv) for its next Restart, e.g. to bring a gateway back with
+// a reachable broker after a fault test killed it.
+func (s *Stack) SetProcEnv(name string, env map[string]string) {
+	if s.procEnv == nil {
+		s.procEnv = map[string]map[string]string{}
+	}
+	s.procEnv[name] = env
+}
+
 // Restart starts a killed or stopped service again with the same settings
 // and waits until it is ready.
 func (s *Stack) Restart(name string) {

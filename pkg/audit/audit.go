@@ -123,7 +123,8 @@ func Run(ctx context.Context, pool *pgxpool.Pool, st *stock.Store, saleID int64,
 	// A gateway that could not confirm a publish writes the order REJECTED
 	// with this reason before answering 503 (it takes the order id, so a
 	// late copy of the event is a duplicate): a row of an order nobody was
-	// told about, on purpose.
+	// told about, on purpose. So does the order service for a reservation
+	// whose gateway died before publishing it (event.RejectAbandoned).
 	abandoned := map[string]bool{}
 	orows, err := pool.Query(ctx, `SELECT id::text, user_id, status, coalesce(reject_reason, '') FROM flash_sale_order WHERE sale_id = $1`, saleID)
 	if err != nil {
@@ -136,7 +137,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, st *stock.Store, saleID int64,
 			return v, fmt.Errorf("audit sale %d: %w", saleID, err)
 		}
 		found[id] = user
-		abandoned[id] = status == "REJECTED" && reason == PublishFailed
+		abandoned[id] = status == "REJECTED" && (reason == PublishFailed || reason == event.RejectAbandoned)
 		if status == "PENDING" || status == "PAID" {
 			activeByUser[user]++
 		}

@@ -95,3 +95,10 @@ func (e OrderPlaced) Validate() error {
 // writes for an order whose publish it gave up on: the row takes the order
 // id, so a late copy of the event is a duplicate the order service ignores.
 const RejectPublishFailed = "PUBLISH_FAILED"
+
+// RejectAbandoned is the reject_reason of the REJECTED row the order
+// service writes for a reservation no order ever backed (its gateway died
+// between the reserve and the publish) before giving its unit back: like
+// RejectPublishFailed, the row takes the order id, so the order can never
+// appear after its unit was sold again.
+const RejectAbandoned = "RESERVATION_ABANDONED"

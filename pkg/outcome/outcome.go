@@ -56,7 +56,9 @@ func Classify(r *vegeta.Result) (Kind, string) {
 	var b body
 	_ = json.Unmarshal(r.Body, &b) // a body that is not JSON classifies as Errors below
 	switch {
-	case r.Code == 202 && b.OrderID != "" && b.Status == "PENDING":
+	case r.Code == 202 && b.OrderID != "" && (b.Status == "PENDING" || b.Status == "PROCESSING" || b.Status == "PAID"):
+		// PROCESSING and PAID come only in a replay: the shopper already
+		// held this order (the accepted map keys on the id, so it counts once).
 		return Accepted, b.OrderID
 	case r.Code == 410 && b.Error == "SOLD_OUT":
 		return SoldOut, ""

@@ -15,6 +15,10 @@ func TestClassify(t *testing.T) {
 		wantID string
 	}{
 		{"accepted", vegeta.Result{Code: 202, Body: []byte(`{"orderId":"o1","status":"PENDING"}`)}, Accepted, "o1"},
+		// A retried purchase answered with the order the shopper already held.
+		{"replay, not yet persisted", vegeta.Result{Code: 202, Body: []byte(`{"orderId":"o2","status":"PROCESSING"}`)}, Accepted, "o2"},
+		{"replay, paid", vegeta.Result{Code: 202, Body: []byte(`{"orderId":"o3","status":"PAID"}`)}, Accepted, "o3"},
+		{"202 with an unknown status is an error", vegeta.Result{Code: 202, Body: []byte(`{"orderId":"o4","status":"MAYBE"}`)}, Errors, ""},
 		{"202 without order id is not a sale", vegeta.Result{Code: 202, Body: []byte(`{}`)}, Errors, ""},
 		{"sold out", vegeta.Result{Code: 410, Body: []byte(`{"error":"SOLD_OUT"}`)}, SoldOut, ""},
 		{"already purchased", vegeta.Result{Code: 409, Body: []byte(`{"error":"ALREADY_PURCHASED"}`)}, AlreadyPurchased, ""},

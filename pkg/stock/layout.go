@@ -110,9 +110,13 @@ func (l layout) shardOf(user string) int {
 // Per-slot keys; tag is one of slots().
 func holdersOf(tag string) string { return tag + ":holders" }
 func tokensOf(tag string) string  { return tag + ":q:used" }
-func journalOf(tag string) string { return tag + ":moves" }
-func appliedOf(tag string) string { return tag + ":moves-in" }
-func epochOf(tag string) string   { return tag + ":epoch" }
+
+// holderItemsOf notes which item each holder's reservation took (see
+// reserve.lua); a hint for the holders no order row explains yet.
+func holderItemsOf(tag string) string { return tag + ":holder-items" }
+func journalOf(tag string) string     { return tag + ":moves" }
+func appliedOf(tag string) string     { return tag + ":moves-in" }
+func epochOf(tag string) string       { return tag + ":epoch" }
 func tagOfKey(key string) string {
 	for i := 0; i < len(key); i++ {
 		if key[i] == '}' {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -191,8 +192,8 @@ func (s *Store) ReserveAdmitted(ctx context.Context, saleID, itemID int64, userI
 func (s *Store) reserveOn(ctx context.Context, l layout, k int, itemID int64, userID, orderID, tokenID string) (int64, error) {
 	tag := l.tag(k)
 	n, err := s.reserve.Exec(ctx, s.client,
-		[]string{l.stockKey(k, itemID), holdersOf(tag), tokensOf(tag)},
-		[]string{userID, orderID, tokenID}).AsInt64()
+		[]string{l.stockKey(k, itemID), holdersOf(tag), tokensOf(tag), holderItemsOf(tag)},
+		[]string{userID, orderID, tokenID, strconv.FormatInt(itemID, 10)}).AsInt64()
 	if err != nil {
 		return 0, fmt.Errorf("reserve sale %d item %d: %w", l.sale, itemID, err)
 	}
@@ -365,6 +366,101 @@ func (s *Store) Left(ctx context.Context, saleID, itemID int64) (int64, error) {
 		total += n
 	}
 	return total, nil
+}
+
+// Held is the reservation a user holds in a sale.
+type Held struct {
+	OrderID string
+	// ItemID is the item the reservation took, as the reserve script noted
+	// it; 0 when unknown (a holder written by a load or a repair from
+	// PostgreSQL, whose order row knows its item).
+	ItemID int64
+}
+
+// HeldBy reads the order userID holds in the sale and, when the
+// reservation noted it, its item; ok is false when she holds nothing.
+// loaded reports whether her part of the sale's hot copy was loaded into
+// this Redis (a load writes its epoch; a restart loses it): when it was
+// not, the absence of a holder proves nothing and PostgreSQL must be asked.
+// One round trip: every key read lives in her shard's slot.
+func (s *Store) HeldBy(ctx context.Context, saleID int64, userID string) (h Held, ok, loaded bool, err error) {
+	l, err := s.layout(saleID)
+	if err != nil {
+		return Held{}, false, false, err
+	}
+	tag := l.tag(l.shardOf(userID))
+	res := s.client.DoMulti(ctx,
+		s.client.B().Hget().Key(holdersOf(tag)).Field(userID).Build(),
+		s.client.B().Hget().Key(holderItemsOf(tag)).Field(userID).Build(),
+		s.client.B().Exists().Key(epochOf(tag)).Build())
+	n, err := res[2].AsInt64()
+	if err != nil {
+		return Held{}, false, false, fmt.Errorf("read load epoch of sale %d: %w", saleID, err)
+	}
+	loaded = n == 1
+	h.OrderID, err = res[0].ToString()
+	if rueidis.IsRedisNil(err) {
+		return Held{}, false, loaded, nil
+	}
+	if err != nil {
+		return Held{}, false, false, fmt.Errorf("read holder of sale %d: %w", saleID, err)
+	}
+	note, err := res[1].ToString()
+	switch {
+	case rueidis.IsRedisNil(err):
+	case err != nil:
+		return Held{}, false, false, fmt.Errorf("read holder item of sale %d: %w", saleID, err)
+	default:
+		h.ItemID = itemOfNote(note, h.OrderID)
+	}
+	return h, true, loaded, nil
+}
+
+// ItemsOf reads the items of the given holders' reservations (user -> order
+// id, as Holders returns them): user -> item id, for the holders whose
+// reservation noted its item under that same order.
+func (s *Store) ItemsOf(ctx context.Context, saleID int64, holders map[string]string) (map[string]int64, error) {
+	out := make(map[string]int64, len(holders))
+	if len(holders) == 0 {
+		return out, nil
+	}
+	l, err := s.layout(saleID)
+	if err != nil {
+		return nil, err
+	}
+	users := make([]string, 0, len(holders))
+	cmds := make(rueidis.Commands, 0, len(holders))
+	for u := range holders {
+		users = append(users, u)
+		cmds = append(cmds, s.client.B().Hget().Key(holderItemsOf(l.tag(l.shardOf(u)))).Field(u).Build())
+	}
+	for i, r := range s.client.DoMulti(ctx, cmds...) {
+		note, err := r.ToString()
+		if rueidis.IsRedisNil(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read holder items of sale %d: %w", saleID, err)
+		}
+		if item := itemOfNote(note, holders[users[i]]); item > 0 {
+			out[users[i]] = item
+		}
+	}
+	return out, nil
+}
+
+// itemOfNote reads a holder-items entry "<item>:<order>"; 0 unless it is
+// about orderID (a stale entry of an earlier reservation is never trusted).
+func itemOfNote(note, orderID string) int64 {
+	item, order, ok := strings.Cut(note, ":")
+	if !ok || order != orderID {
+		return 0
+	}
+	id, err := strconv.ParseInt(item, 10, 64)
+	if err != nil || id <= 0 {
+		return 0
+	}
+	return id
 }
 
 // Holders reads the active holders of a sale (user -> order id), from

@@ -20,6 +20,7 @@ import (
 	"flashsale/gateway/internal/admission"
 	"flashsale/gateway/internal/catalog"
 	"flashsale/gateway/internal/config"
+	"flashsale/gateway/internal/holding"
 	"flashsale/gateway/internal/httpapi"
 	"flashsale/gateway/internal/publish"
 	"flashsale/gateway/internal/purchase"
@@ -104,6 +105,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 		g.Close()
 		return nil, err
 	}
+	finder, err := holding.New(g.stock, g.redis, g.pool)
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
 	g.queue = queue.New(g.redis, cfg.QueueGrace)
 	g.bypass = queue.NewBypass(g.redis)
 	g.api = &httpapi.API{
@@ -117,7 +123,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 		PowChallengeTTL: cfg.PowChallengeTTL,
 		Bypass:          g.bypass,
 		Catalog:         g.catalog,
-		Buyer:           purchase.NewBuyer(g.redis, g.stock, g.producer, settler, cfg.RedisTimeout, log),
+		Buyer:           purchase.NewBuyer(g.redis, g.stock, g.producer, settler, finder, cfg.RedisTimeout, log),
+		Holding:         finder,
 		Verifier:        verifier,
 		Orders:          &fasthttp.HostClient{Addr: cfg.OrdersvcAddr, MaxConns: 512, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second},
 		Log:             log,

@@ -328,6 +328,22 @@ func TestPurchaseBeforeOpeningIs404(t *testing.T) {
 	}
 }
 
+// After the end, the purchase URL answers 410 SALE_ENDED (stop retrying);
+// a wrong gate still learns nothing: 404.
+func TestPurchaseAfterTheEndIs410(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{5}, startsIn: -2 * time.Hour}) // ended an hour ago
+	if got := h.do("POST", h.buyPath(h.items[0]), "alice"); got.Status != 410 || got.Error != "SALE_ENDED" {
+		t.Fatalf("purchase after the end: %d %q, want 410 SALE_ENDED", got.Status, got.Error)
+	}
+	wrong := fmt.Sprintf("/api/flash-sales/%d/g/%s/items/%d/purchase", h.saleID, strings.Repeat("0", 32), h.items[0])
+	if got := h.do("POST", wrong, "alice"); got.Status != 404 {
+		t.Fatalf("wrong gate after the end: %d %q, want 404", got.Status, got.Error)
+	}
+	if h.left(h.items[0]) != 5 {
+		t.Fatal("stock changed")
+	}
+}
+
 // Every 202 is backed by an acknowledged OrderPlaced on the topic, keyed by item.
 func TestAcceptedOrdersAreOnTheTopic(t *testing.T) {
 	h := newHarness(t, harnessOpts{quantities: []int{20}, startsIn: -time.Minute})

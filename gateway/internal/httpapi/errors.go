@@ -31,6 +31,7 @@ var (
 	errBadRequest       = newAPIError(fasthttp.StatusBadRequest, "BAD_REQUEST", "malformed request", "")
 	errUnauthorized     = newAPIError(fasthttp.StatusUnauthorized, "UNAUTHORIZED", "a valid bearer token is required", "")
 	errSoldOut          = newAPIError(fasthttp.StatusGone, "SOLD_OUT", "this item is sold out", "")
+	errSaleEnded        = newAPIError(fasthttp.StatusGone, "SALE_ENDED", "this sale has ended", "")
 	errAlreadyPurchased = newAPIError(fasthttp.StatusConflict, "ALREADY_PURCHASED", "you already hold a unit in this sale", "")
 	errUnavailable      = newAPIError(fasthttp.StatusServiceUnavailable, "UNAVAILABLE", "temporarily unavailable, retry later", "1")
 	errRateLimited      = newAPIError(fasthttp.StatusTooManyRequests, "RATE_LIMITED", "too many requests, slow down", "1")

@@ -48,7 +48,26 @@ type Metrics struct {
 	queueJoins  atomic.Uint64
 	admissions  atomic.Uint64 // admission tokens issued
 	badProof    atomic.Uint64
+	// replays: purchases answered 202 with the order the shopper already
+	// held for that item (her first answer was lost).
+	replays atomic.Uint64
+	// orderLookups: GET /api/flash-sales/{saleId}/order answers, by outcome
+	// (found, none, unconfirmed, unavailable).
+	orderLookups [lookupCount]atomic.Uint64
 }
+
+// lookup is the outcome of a "my order" call.
+type lookup int
+
+const (
+	lookupFound lookup = iota
+	lookupNone
+	lookupUnconfirmed
+	lookupUnavailable
+	lookupCount
+)
+
+var lookupNames = [lookupCount]string{"found", "none", "unconfirmed", "unavailable"}
 
 func (m *Metrics) count(o outcome) { m.purchases[o].Add(1) }
 
@@ -98,6 +117,11 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	p("# HELP flashsale_gateway_queue_joins_total Queue joins answered.\n# TYPE flashsale_gateway_queue_joins_total counter\nflashsale_gateway_queue_joins_total %d\n", m.queueJoins.Load())
 	p("# HELP flashsale_gateway_admissions_total Admission tokens issued.\n# TYPE flashsale_gateway_admissions_total counter\nflashsale_gateway_admissions_total %d\n", m.admissions.Load())
 	p("# HELP flashsale_gateway_bad_proof_total Queue joins refused for a missing or wrong proof of work.\n# TYPE flashsale_gateway_bad_proof_total counter\nflashsale_gateway_bad_proof_total %d\n", m.badProof.Load())
+	p("# HELP flashsale_gateway_purchase_replays_total Purchases answered with the order the shopper already held for that item.\n# TYPE flashsale_gateway_purchase_replays_total counter\nflashsale_gateway_purchase_replays_total %d\n", m.replays.Load())
+	p("# HELP flashsale_gateway_order_lookups_total Answers to GET /api/flash-sales/{saleId}/order, by outcome.\n# TYPE flashsale_gateway_order_lookups_total counter\n")
+	for i, name := range lookupNames {
+		p("flashsale_gateway_order_lookups_total{outcome=%q} %d\n", name, m.orderLookups[i].Load())
+	}
 	p("# HELP flashsale_gateway_panics_total Handler panics recovered.\n# TYPE flashsale_gateway_panics_total counter\nflashsale_gateway_panics_total %d\n", m.panics.Load())
 	return n, nil
 }

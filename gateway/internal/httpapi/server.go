@@ -18,10 +18,12 @@ import (
 	"time"
 
 	"github.com/fasthttp/router"
+	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
 	"flashsale/gateway/internal/admission"
 	"flashsale/gateway/internal/catalog"
+	"flashsale/gateway/internal/holding"
 	"flashsale/gateway/internal/purchase"
 	"flashsale/gateway/internal/queue"
 	"flashsale/pkg/auth"
@@ -43,7 +45,10 @@ type API struct {
 	AdmissionTTL    time.Duration
 	PowChallengeTTL time.Duration
 
-	Orders  *fasthttp.HostClient // the order service, for /api/flash-sales/orders/*
+	Orders *fasthttp.HostClient // the order service, for /api/flash-sales/orders/*
+	// Holding finds a shopper's active order in a sale (GET
+	// /api/flash-sales/{saleId}/order); nil answers that call 503.
+	Holding *holding.Finder
 	Log     *slog.Logger
 	Metrics *Metrics
 	// Ready reports whether dependencies answer; nil means always.
@@ -91,6 +96,7 @@ func (a *API) Public() fasthttp.RequestHandler {
 	r.GET("/api/flash-sales/orders/{orderId}", a.proxyOrder)
 	r.POST("/api/flash-sales/orders/{orderId}/{action}", a.proxyOrder)
 	r.GET("/api/flash-sales/{saleId}", a.saleInfo)
+	r.GET("/api/flash-sales/{saleId}/order", a.myOrder)
 	r.POST("/api/flash-sales/{saleId}/queue", a.queueJoin)
 	r.GET("/api/flash-sales/{saleId}/queue/challenge", a.queueChallenge)
 	r.GET("/api/flash-sales/{saleId}/queue/{ticket}", a.queueStatus)
@@ -192,10 +198,16 @@ func (a *API) buy(ctx *fasthttp.RequestCtx, saleID, itemID int64, gate []byte, i
 		a.refuse(ctx, outNotFound, errNotFound)
 		return
 	}
-	// Before the opening, after the end, or on a wrong gate the purchase URL
-	// does not exist: the same 404 for all, so a guess learns nothing.
-	if !sale.IsOpen(a.Now()) || !sale.CheckGate(gate) {
+	// Before the opening or on a wrong gate the purchase URL does not
+	// exist: the same 404 for both, so a guess learns nothing. After the
+	// end, the right gate (which only admitted shoppers were given) hears
+	// 410 SALE_ENDED: the sale's state is public anyway, and "gone for
+	// good" tells a client to stop retrying, where 404 read like a bad URL.
+	if now := a.Now(); !sale.CheckGate(gate) || now.Before(sale.StartsAt) {
 		a.refuse(ctx, outGateClosed, errNotFound)
+		return
+	} else if !sale.IsOpen(now) {
+		a.refuse(ctx, outGateClosed, errSaleEnded)
 		return
 	}
 	item, ok := sale.Item(itemID)
@@ -231,30 +243,40 @@ func (a *API) buy(ctx *fasthttp.RequestCtx, saleID, itemID int64, gate []byte, i
 	}
 
 	start := time.Now()
-	orderID, err := a.Buyer.Buy(a.BaseCtx, saleID, itemID, user, tokenID)
+	receipt, err := a.Buyer.Buy(a.BaseCtx, saleID, itemID, user, tokenID)
 	a.Metrics.observe(time.Since(start))
 	switch {
 	case err == nil:
 		a.Metrics.count(outAccepted)
+		if receipt.Replayed {
+			a.Metrics.replays.Add(1)
+		}
 		ctx.Response.Header.SetContentTypeBytes(contentJSON)
 		ctx.SetStatusCode(fasthttp.StatusAccepted)
 		b := ctx.Response.BodyWriter()
 		var buf [96]byte
 		out := append(buf[:0], `{"orderId":"`...)
-		out = append(out, orderID.String()...)
-		out = append(out, `","status":"PENDING"}`...)
+		out = append(out, receipt.OrderID.String()...)
+		out = append(out, `","status":"`...)
+		out = append(out, receipt.Status...)
+		out = append(out, `"}`...)
 		_, _ = b.Write(out)
 	case errors.Is(err, stock.ErrSoldOut):
 		item.MarkSoldOut()
 		a.refuse(ctx, outSoldOut, errSoldOut)
+	case errors.Is(err, stock.ErrAlreadyPurchased) && receipt.OrderID != uuid.Nil:
+		// Her order is of another item: she learns which (only she: the
+		// user comes from her verified token).
+		a.Metrics.count(outAlreadyPurchased)
+		errAlreadyPurchased.writeOrder(ctx, receipt.OrderID.String())
 	case errors.Is(err, stock.ErrAlreadyPurchased):
 		a.refuse(ctx, outAlreadyPurchased, errAlreadyPurchased)
 	case errors.Is(err, stock.ErrTokenSpent):
 		a.refuse(ctx, outNotAdmitted, errNotAdmitted)
-	case errors.Is(err, purchase.ErrUnresolved):
+	case errors.Is(err, purchase.ErrUnresolved), errors.Is(err, holding.ErrUnconfirmed):
 		// The order may still appear: give its id so the shopper can poll it.
 		a.Metrics.count(outUnavailable)
-		errUnavailable.writeOrder(ctx, orderID.String())
+		errUnavailable.writeOrder(ctx, receipt.OrderID.String())
 	case errors.Is(err, stock.ErrNotLoaded):
 		// Never a false SOLD_OUT: the stock is unknown until reloaded
 		// from PostgreSQL. The counter is the alert, not a log per request.

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
+	"flashsale/gateway/internal/holding"
 	"flashsale/gateway/internal/publish"
 	"flashsale/pkg/accepted"
 	"flashsale/pkg/event"
@@ -33,10 +34,23 @@ var (
 	// confirm the event and PostgreSQL could not say whether the order
 	// exists. The unit stays reserved for it and Buy returns its id: the
 	// order may still appear (the shopper can poll it); if no row ever
-	// does, reconcile frees the holder once the id is older than its
-	// in-flight window.
+	// does, the order service frees the holder once the id is older than
+	// its in-flight window (FLASHSALE_INFLIGHT_WINDOW).
 	ErrUnresolved = errors.New("purchase: order fate unknown")
+	// ErrReleasing: the shopper's reservation belongs to an order that has
+	// just ended; its release is on its way, and a retry can buy again.
+	ErrReleasing = errors.New("purchase: the shopper's previous order is being released")
 )
+
+// Receipt is what an accepted purchase answers.
+type Receipt struct {
+	OrderID uuid.UUID
+	// Status is PENDING for a new order. A replay (the shopper already
+	// holds an order for this item: her earlier answer was lost) gives the
+	// order's own status: PROCESSING, PENDING or PAID.
+	Status   string
+	Replayed bool
+}
 
 // Publisher is the part of the Kafka producer the buyer needs.
 type Publisher interface {
@@ -52,6 +66,7 @@ type Buyer struct {
 	redis        rueidis.Client
 	pub          Publisher
 	settler      Settler
+	holding      *holding.Finder // nil: a shopper who already holds gets a bare ALREADY_PURCHASED
 	redisTimeout time.Duration
 	log          *slog.Logger
 	now          func() time.Time
@@ -59,9 +74,11 @@ type Buyer struct {
 
 // NewBuyer wires a buyer. st runs the stock scripts on redis (it knows how
 // each sale's stock is sharded); settler decides the orders whose publish
-// pub could not confirm.
-func NewBuyer(redis rueidis.Client, st *stock.Store, pub Publisher, settler Settler, redisTimeout time.Duration, log *slog.Logger) *Buyer {
-	return &Buyer{stock: st, redis: redis, pub: pub, settler: settler, redisTimeout: redisTimeout, log: log, now: time.Now,
+// pub could not confirm; finder tells a shopper who already holds a unit
+// which order holds it (nil: she is only told ALREADY_PURCHASED).
+func NewBuyer(redis rueidis.Client, st *stock.Store, pub Publisher, settler Settler, finder *holding.Finder,
+	redisTimeout time.Duration, log *slog.Logger) *Buyer {
+	return &Buyer{stock: st, redis: redis, pub: pub, settler: settler, holding: finder, redisTimeout: redisTimeout, log: log, now: time.Now,
 		retries: make(chan release, retryQueue), unsettled: make(chan heldOrder, settleQueue)}
 }
 
@@ -101,15 +118,20 @@ func decide(pubErr error, settle func() (Settlement, error)) (verdict, error) {
 // Buy reserves one unit of itemID for userID and publishes the order. It
 // returns the order id without error only once the order is certain: the
 // broker acknowledged the event, or PostgreSQL already holds the order.
-// With ErrUnresolved it returns the id too (see there); with any other
-// error, uuid.Nil.
+// With ErrUnresolved it returns the id too (see there).
+//
+// A shopper who already holds an active order in the sale is told which
+// (see replay): a receipt for it when it is of this item, or
+// stock.ErrAlreadyPurchased with its id when it is of another; with
+// holding.ErrUnconfirmed (and ErrUnavailable) and its id while that order
+// is not confirmed yet. With any other error the receipt is empty.
 // ctx must not be a fasthttp RequestCtx's lifetime-bound value past return.
 // tokenID is the admission token's id when the sale is queued ("" if not);
 // a token that already bought a unit gives stock.ErrTokenSpent.
-func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID string) (uuid.UUID, error) {
+func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID string) (Receipt, error) {
 	orderID, err := uuid.NewV7()
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("%w: order id: %v", ErrUnavailable, err)
+		return Receipt{}, fmt.Errorf("%w: order id: %v", ErrUnavailable, err)
 	}
 	oid := orderID.String()
 	rctx, cancel := context.WithTimeout(ctx, b.redisTimeout)
@@ -117,13 +139,15 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 	cancel()
 	switch {
 	case err == nil:
-	case errors.Is(err, stock.ErrSoldOut), errors.Is(err, stock.ErrAlreadyPurchased), errors.Is(err, stock.ErrNotLoaded), errors.Is(err, stock.ErrTokenSpent):
-		return uuid.Nil, err
+	case errors.Is(err, stock.ErrAlreadyPurchased):
+		return b.replay(ctx, saleID, itemID, userID)
+	case errors.Is(err, stock.ErrSoldOut), errors.Is(err, stock.ErrNotLoaded), errors.Is(err, stock.ErrTokenSpent):
+		return Receipt{}, err
 	default:
 		// The script may or may not have run: give back whatever this
 		// order id holds (a no-op when it holds nothing).
 		b.release(ctx, saleID, itemID, userID, oid)
-		return uuid.Nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return Receipt{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 
 	placed := event.OrderPlaced{
@@ -133,7 +157,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 	payload, err := placed.Marshal()
 	if err != nil {
 		b.release(ctx, saleID, itemID, userID, oid)
-		return uuid.Nil, fmt.Errorf("%w: encode order: %v", ErrUnavailable, err)
+		return Receipt{}, fmt.Errorf("%w: encode order: %v", ErrUnavailable, err)
 	}
 	v, err := decide(b.pub.Publish(itemID, payload), func() (Settlement, error) {
 		return b.settler.Settle(ctx, placed)
@@ -142,10 +166,11 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 	case accept:
 	case giveBack:
 		b.release(ctx, saleID, itemID, userID, oid)
-		return uuid.Nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return Receipt{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	default:
 		// Releasing now could sell the unit twice if the event was written;
-		// keeping it costs at most one unit until reconcile.
+		// keeping it costs at most one unit until a settlement, or the
+		// order service's abandoned-reservation pass after its window.
 		b.log.Error("publish unconfirmed and order not settled; unit kept reserved until a later settlement or reconcile frees it",
 			"sale", saleID, "item", itemID, "order", oid, "err", err)
 		select {
@@ -153,7 +178,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		default:
 			b.log.Error("settle queue full; the unit stays reserved until reconcile", "order", oid)
 		}
-		return orderID, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return Receipt{OrderID: orderID}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	// The order is accepted now, whatever follows. The record only lets
 	// polling say PROCESSING before the row exists; without it polling says
@@ -169,7 +194,43 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		}
 	}
 	cancel()
-	return orderID, nil
+	return Receipt{OrderID: orderID, Status: holding.Pending}, nil
+}
+
+// replay answers a shopper whose reservation the script refused because
+// she already holds a unit in the sale, which happens above all when she
+// retries a purchase whose answer she never got. The one-order-per-sale
+// rule makes (sale, user) the purchase's idempotency key, so no header is
+// needed: the same item gives her the order she already has (the answer
+// she missed), another item ALREADY_PURCHASED with the id of the order she
+// holds. Nothing is reserved or published. When the lookup fails she still
+// gets the bare ALREADY_PURCHASED, which is true.
+func (b *Buyer) replay(ctx context.Context, saleID, itemID int64, userID string) (Receipt, error) {
+	if b.holding == nil {
+		return Receipt{}, stock.ErrAlreadyPurchased
+	}
+	// One Redis round trip and one primary-key read in PostgreSQL, each
+	// about as cheap as the reservation: twice the Redis bound covers both.
+	fctx, cancel := context.WithTimeout(ctx, 2*b.redisTimeout)
+	o, err := b.holding.Find(fctx, saleID, userID)
+	cancel()
+	return replayed(o, err, itemID)
+}
+
+// replayed decides a replay's answer from the lookup of the shopper's order.
+func replayed(o holding.Order, err error, itemID int64) (Receipt, error) {
+	switch {
+	case errors.Is(err, holding.ErrUnconfirmed):
+		// Her other request may still be waiting for the broker: ask again.
+		return Receipt{OrderID: o.ID}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case errors.Is(err, holding.ErrNone):
+		return Receipt{}, fmt.Errorf("%w: %w", ErrUnavailable, ErrReleasing)
+	case err != nil:
+		return Receipt{}, fmt.Errorf("%w (order lookup: %v)", stock.ErrAlreadyPurchased, err)
+	case o.ItemID == itemID:
+		return Receipt{OrderID: o.ID, Status: o.Status, Replayed: true}, nil
+	}
+	return Receipt{OrderID: o.ID}, stock.ErrAlreadyPurchased
 }
 
 // release is a unit to give back.

@@ -140,9 +140,10 @@ func TestBuyAfterPublish(t *testing.T) {
 				t.Fatal(err)
 			}
 			settler := tt.settler
-			b := NewBuyer(rc, st, fakePublisher{tt.pubErr}, &settler, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			b := NewBuyer(rc, st, fakePublisher{tt.pubErr}, &settler, nil, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
 
-			id, err := b.Buy(ctx, sale, item, "alice", "")
+			r, err := b.Buy(ctx, sale, item, "alice", "")
+			id := r.OrderID
 			if tt.want202 != (err == nil) {
 				t.Fatalf("Buy error %v, want accepted %v", err, tt.want202)
 			}
@@ -206,7 +207,7 @@ func TestReleaseRetriedWhileStockNotLoaded(t *testing.T) {
 	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: item, Left: 5}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	b := NewBuyer(rc, st, fakePublisher{}, &fakeSettler{}, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	b := NewBuyer(rc, st, fakePublisher{}, &fakeSettler{}, nil, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go b.RunRetries(rctx)
@@ -267,7 +268,7 @@ func TestHeldOrderSettledLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	settler := &flakySettler{fails: 4, then: Abandoned} // Buy's own try, then three retries fail
-	b := NewBuyer(rc, st, fakePublisher{errTimedOut}, settler, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	b := NewBuyer(rc, st, fakePublisher{errTimedOut}, settler, nil, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if _, err := b.Buy(ctx, sale, item, "alice", ""); !errors.Is(err, ErrUnresolved) {
 		t.Fatalf("Buy: %v, want ErrUnresolved", err)
 	}

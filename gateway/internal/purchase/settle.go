@@ -236,8 +236,11 @@ func (s *PGSettler) settleBatch(ctx context.Context, batch []*settleReq) ([]sett
 		case !taken:
 			// Neither inserted nor found: nothing should delete orders.
 			out[i] = settleResult{err: fmt.Errorf("settle order %s: neither written nor found", id)}
-		case reason == ReasonPublishFailed:
-			// Our own tombstone, from an earlier settlement of this order.
+		case reason == ReasonPublishFailed, reason == event.RejectAbandoned:
+			// Our own tombstone, from an earlier settlement of this order,
+			// or the order service's for a reservation it found abandoned
+			// (its outbox gives the unit back; releasing here too is a
+			// no-op, the release being keyed by order id).
 			out[i] = settleResult{s: Abandoned}
 		default:
 			out[i] = settleResult{s: Placed}

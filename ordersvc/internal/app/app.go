@@ -141,6 +141,7 @@ func openSales(ctx context.Context, cfg config.Config) (svc *sale.Service, close
 		return nil, nil, err
 	}
 	st := store.New(pool)
-	svc = sale.NewService(st, stockStore(rc, st), sale.WithAcceptedRecords(rc), sale.WithCatchUp(lr, cfg.CatchUpTimeout))
+	svc = sale.NewService(st, stockStore(rc, st), sale.WithAcceptedRecords(rc), sale.WithCatchUp(lr, cfg.CatchUpTimeout),
+		sale.WithInFlightWindow(cfg.InFlightWindow))
 	return svc, func() { lr.Close(); rc.Close(); pool.Close() }, nil
 }

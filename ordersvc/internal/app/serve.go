@@ -91,7 +91,8 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	base := context.WithoutCancel(ctx)
 	public := newServer("ordersvc-public", api.NewPublic(st, rc, rl, verifier, health, log).Handler(base), 64<<10, log)
 	sales := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithCatchUp(lr, cfg.CatchUpTimeout),
-		sale.WithLagTracker(tracker), sale.WithMetrics(m))
+		sale.WithLagTracker(tracker), sale.WithMetrics(m), sale.WithInFlightWindow(cfg.InFlightWindow),
+		sale.WithReleases(rl.Drain))
 	admin := newServer("ordersvc-admin", api.NewAdmin(sales, cfg.AdminToken, health, webhook, log).StopLongOpsWith(ctx).Handler(base), 2<<20, log)
 
 	var lc net.ListenConfig
@@ -119,6 +120,11 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if cfg.ReconcileInterval > 0 {
 		g.Go(func() error {
 			return sales.WatchOpenSales(gctx, cfg.ReconcileInterval, log.With("component", "reconcile"))
+		})
+	}
+	if cfg.AbandonInterval > 0 {
+		g.Go(func() error {
+			return sales.WatchAbandoned(gctx, cfg.AbandonInterval, log.With("component", "abandoned"))
 		})
 	}
 	g.Go(func() error {

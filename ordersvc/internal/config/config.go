@@ -68,6 +68,16 @@ type Config struct {
 	// FLASHSALE_RECONCILE_INTERVAL
 	ReconcileInterval time.Duration
 	LagInterval       time.Duration // FLASHSALE_LAG_INTERVAL, consumer lag readings for /metrics and status
+	// InFlightWindow: a Redis holder with no order row and no accepted
+	// record is taken for a purchase still in progress until its order id
+	// is this old; past it, it is abandoned (its gateway died before
+	// publishing). Must exceed the gateways' FLASHSALE_PUBLISH_TIMEOUT by a
+	// margin. FLASHSALE_INFLIGHT_WINDOW
+	InFlightWindow time.Duration
+	// AbandonInterval: how often abandoned reservations of open sales are
+	// released (their units back on sale); 0 = off.
+	// FLASHSALE_ABANDON_INTERVAL
+	AbandonInterval time.Duration
 	// FLASHSALE_PAYMENT_WEBHOOK_SECRET or _FILE; empty: no webhook endpoint
 	PaymentWebhookSecret Secret
 	LogLevel             slog.Level // FLASHSALE_LOG_LEVEL
@@ -107,6 +117,8 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		CatchUpTimeout:    src.Duration("FLASHSALE_RECONCILE_CATCHUP_TIMEOUT", 30*time.Second),
 		ReconcileInterval: src.Duration("FLASHSALE_RECONCILE_INTERVAL", 0),
 		LagInterval:       src.Duration("FLASHSALE_LAG_INTERVAL", 2*time.Second),
+		InFlightWindow:    src.Duration("FLASHSALE_INFLIGHT_WINDOW", 30*time.Second),
+		AbandonInterval:   src.Duration("FLASHSALE_ABANDON_INTERVAL", 5*time.Second),
 
 		PaymentWebhookSecret: src.Secret("FLASHSALE_PAYMENT_WEBHOOK_SECRET"),
 	}
@@ -176,6 +188,12 @@ func (c Config) Validate(mode Mode) error {
 	}
 	if c.ReconcileInterval < 0 || (c.ReconcileInterval > 0 && c.ReconcileInterval < time.Second) {
 		fail("FLASHSALE_RECONCILE_INTERVAL", "want 0 (off) or >= 1s, got %s", c.ReconcileInterval)
+	}
+	if c.InFlightWindow < time.Second || c.InFlightWindow > time.Hour {
+		fail("FLASHSALE_INFLIGHT_WINDOW", "want 1s..1h (and above the gateways' publish timeout), got %s", c.InFlightWindow)
+	}
+	if c.AbandonInterval < 0 || (c.AbandonInterval > 0 && c.AbandonInterval < 100*time.Millisecond) {
+		fail("FLASHSALE_ABANDON_INTERVAL", "want 0 (off) or >= 100ms, got %s", c.AbandonInterval)
 	}
 	if c.LagInterval < 100*time.Millisecond {
 		fail("FLASHSALE_LAG_INTERVAL", "want >= 100ms, got %s", c.LagInterval)

@@ -29,7 +29,8 @@ func TestLoad(t *testing.T) {
 				c.DLQTopic != "flash-sale-orders.dlq" || c.ConsumerGroup != "ordersvc" || c.Addr != "127.0.0.1:8090" ||
 				c.AdminAddr != "127.0.0.1:8091" || c.ShutdownTimeout != 15*time.Second || c.RelayInterval != 500*time.Millisecond ||
 				c.ExpiryInterval != time.Second || c.ExpiryBatch != 500 || len(c.PaymentWebhookSecret) != 0 ||
-				c.CatchUpTimeout != 30*time.Second || c.ReconcileInterval != 0 || c.LagInterval != 2*time.Second {
+				c.CatchUpTimeout != 30*time.Second || c.ReconcileInterval != 0 || c.LagInterval != 2*time.Second ||
+				c.InFlightWindow != 30*time.Second || c.AbandonInterval != 5*time.Second {
 				t.Errorf("defaults: %+v", c)
 			}
 		}},
@@ -46,10 +47,19 @@ func TestLoad(t *testing.T) {
 			"FLASHSALE_BATCH_SIZE": "0", "FLASHSALE_BATCH_WAIT": "soon", "FLASHSALE_REDIS_ADDR": "nohost",
 			"FLASHSALE_PG_DSN": "mysql://x", "FLASHSALE_DLQ_TOPIC": "flash-sale-orders", "FLASHSALE_LOG_LEVEL": "loud",
 			"FLASHSALE_EXPIRY_INTERVAL": "0s", "FLASHSALE_EXPIRY_BATCH": "0",
-			"FLASHSALE_RECONCILE_CATCHUP_TIMEOUT": "-1s", "FLASHSALE_RECONCILE_INTERVAL": "10ms", "FLASHSALE_LAG_INTERVAL": "0s"},
+			"FLASHSALE_RECONCILE_CATCHUP_TIMEOUT": "-1s", "FLASHSALE_RECONCILE_INTERVAL": "10ms", "FLASHSALE_LAG_INTERVAL": "0s",
+			"FLASHSALE_INFLIGHT_WINDOW": "500ms", "FLASHSALE_ABANDON_INTERVAL": "10ms"},
 			wantErr: []string{"FLASHSALE_BATCH_SIZE", "FLASHSALE_BATCH_WAIT", "FLASHSALE_REDIS_ADDR", "FLASHSALE_PG_DSN", "FLASHSALE_DLQ_TOPIC", "FLASHSALE_LOG_LEVEL",
 				"FLASHSALE_EXPIRY_INTERVAL", "FLASHSALE_EXPIRY_BATCH",
-				"FLASHSALE_RECONCILE_CATCHUP_TIMEOUT", "FLASHSALE_RECONCILE_INTERVAL", "FLASHSALE_LAG_INTERVAL"}},
+				"FLASHSALE_RECONCILE_CATCHUP_TIMEOUT", "FLASHSALE_RECONCILE_INTERVAL", "FLASHSALE_LAG_INTERVAL",
+				"FLASHSALE_INFLIGHT_WINDOW", "FLASHSALE_ABANDON_INTERVAL"}},
+		// The abandoned-reservation pass can be turned off.
+		{name: "abandon pass off", mode: config.Tool, env: map[string]string{"FLASHSALE_ABANDON_INTERVAL": "0"},
+			check: func(t *testing.T, c config.Config) {
+				if c.AbandonInterval != 0 {
+					t.Errorf("abandon interval %v, want 0 (off)", c.AbandonInterval)
+				}
+			}},
 		{name: "short webhook secret", mode: config.Serve, env: merge(secrets, map[string]string{"FLASHSALE_PAYMENT_WEBHOOK_SECRET": "short"}),
 			wantErr: []string{"FLASHSALE_PAYMENT_WEBHOOK_SECRET"}},
 		{name: "webhook secret", mode: config.Serve, env: merge(secrets, map[string]string{"FLASHSALE_PAYMENT_WEBHOOK_SECRET": strings.Repeat("w", 32)}),

@@ -24,6 +24,12 @@ type Counters struct {
 	OrdersPaid      atomic.Int64 // PENDING -> PAID
 	OrdersCancelled atomic.Int64 // PENDING -> CANCELLED
 	OrdersExpired   atomic.Int64 // PENDING -> EXPIRED by a sweeper of this process
+	// AbandonedReleased: reservations no order backed (their gateway died
+	// before publishing), written off and their units given back.
+	AbandonedReleased atomic.Int64
+	// AbandonedUnattributed: such reservations, at the last pass, that
+	// could not be returned (item not noted): a repair's (a gauge).
+	AbandonedUnattributed atomic.Int64
 
 	batchNanos atomic.Int64 // sum of batch durations
 	batchCount atomic.Int64
@@ -146,6 +152,8 @@ func (c *Counters) WriteTo(w io.Writer) (int64, error) {
 	counter("orders_paid_total", "Orders paid.", c.OrdersPaid.Load())
 	counter("orders_cancelled_total", "Orders cancelled by their owner.", c.OrdersCancelled.Load())
 	counter("orders_expired_total", "Orders expired by this process's sweeper.", c.OrdersExpired.Load())
+	counter("reservations_abandoned_released_total", "Reservations no order backed (gateway died before publishing), released after the in-flight window.", c.AbandonedReleased.Load())
+	fmt.Fprintf(cw, "# HELP reservations_abandoned_unattributed Abandoned reservations of open sales whose item is unknown at the last pass, left to a reconcile repair.\n# TYPE reservations_abandoned_unattributed gauge\nreservations_abandoned_unattributed %d\n", c.AbandonedUnattributed.Load())
 	c.writeReconcile(cw)
 	c.writeLag(cw)
 	return cw.n, cw.err

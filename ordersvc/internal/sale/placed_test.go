@@ -22,7 +22,7 @@ func TestPlacedRecently(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := placedRecently(tt.id, tt.at); got != tt.want {
+			if got := placedRecently(tt.id, tt.at, InFlightWindow); got != tt.want {
 				t.Errorf("placedRecently = %v, want %v", got, tt.want)
 			}
 		})

@@ -349,7 +349,7 @@ func (s *Service) compare(ctx context.Context, saleID int64, snap stock.Snapshot
 			}
 		case hasRow:
 			diff(Difference{Kind: DiffHolderStale, ItemID: r.ItemID, UserID: h.user, OrderID: h.order, Status: r.Status})
-		case owners[h.order] == h.user || placedRecently(id, time.Now()):
+		case owners[h.order] == h.user || placedRecently(id, time.Now(), s.window):
 			// Accepted and on its way, or still waiting for the broker's
 			// acknowledgement (the gateway records an accepted order only
 			// after the ack): not leaked.
@@ -452,20 +452,29 @@ func attribute(items []ItemReconciliation, left map[int64]int64, n, leaked int) 
 	return AttributionEstimated
 }
 
-// InFlightWindow is how long after its order id was minted a holder with
-// neither a row nor an accepted record is still taken for a purchase in
-// progress: well beyond the gateway's publish timeout (3 s by default).
+// InFlightWindow is the default of how long after its order id was minted
+// a holder with neither a row nor an accepted record is still taken for a
+// purchase in progress: well beyond the gateway's publish timeout (3 s by
+// default), after which librdkafka has given the event up. Past it, a
+// repair drops such a holder and ReleaseAbandoned gives its unit back.
+// WithInFlightWindow changes it (FLASHSALE_INFLIGHT_WINDOW).
 const InFlightWindow = 30 * time.Second
 
 // placedRecently reads the time in a UUIDv7 order id (the gateway mints
-// them) and tells whether it is within InFlightWindow of now.
-func placedRecently(id uuid.UUID, now time.Time) bool {
+// them) and tells whether it is within window of now.
+func placedRecently(id uuid.UUID, now time.Time, window time.Duration) bool {
+	placed, ok := placedAt(id)
+	return ok && now.Sub(placed) < window && placed.Before(now.Add(time.Minute))
+}
+
+// placedAt reads the time in a UUIDv7 order id; ok is false for other
+// versions, which carry no time.
+func placedAt(id uuid.UUID) (time.Time, bool) {
 	if id.Version() != 7 {
-		return false
+		return time.Time{}, false
 	}
 	sec, nsec := id.Time().UnixTime()
-	placed := time.Unix(sec, nsec)
-	return now.Sub(placed) < InFlightWindow && placed.Before(now.Add(time.Minute))
+	return time.Unix(sec, nsec), true
 }
 
 // holder is a Redis holder entry.
@@ -524,6 +533,21 @@ func WithLagTracker(t *lag.Tracker) Option {
 // WithMetrics exports every reconcile verdict on m.
 func WithMetrics(m *metrics.Counters) Option {
 	return func(s *Service) { s.metrics = m }
+}
+
+// WithInFlightWindow sets how long a holder that no order row or accepted
+// record explains is still taken for a purchase in progress
+// (InFlightWindow by default). It must exceed the gateways' publish
+// timeout by a margin: past it, the holder's unit is given back.
+func WithInFlightWindow(d time.Duration) Option {
+	return func(s *Service) { s.window = d }
+}
+
+// WithReleases lets ReleaseAbandoned return the units it frees at once,
+// through the relay's outbox drain (without it they wait for the relay's
+// next pass).
+func WithReleases(drain func(ctx context.Context, orderIDs []uuid.UUID) (int, error)) Option {
+	return func(s *Service) { s.drain = drain }
 }
 
 // WithSettle sets how long a repair waits for in-flight orders whose item

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
 	"flashsale/ordersvc/internal/lag"
@@ -92,6 +93,10 @@ type Service struct {
 	stock    *stock.Store
 	accepted rueidis.Client // the gateway's accepted-order records; nil when not needed
 	settle   time.Duration
+	window   time.Duration // see WithInFlightWindow
+	// drain returns released units through the outbox now; nil: the
+	// relay's next pass does.
+	drain func(ctx context.Context, orderIDs []uuid.UUID) (int, error)
 
 	lag     *lag.Reader // nil: stock is computed without waiting for the consumer
 	catchUp time.Duration
@@ -103,7 +108,7 @@ type Service struct {
 
 // NewService builds a service.
 func NewService(st *store.Store, stk *stock.Store, opts ...Option) *Service {
-	s := &Service{store: st, stock: stk, settle: DefaultSettle}
+	s := &Service{store: st, stock: stk, settle: DefaultSettle, window: InFlightWindow}
 	for _, o := range opts {
 		o(s)
 	}

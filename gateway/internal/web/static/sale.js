@@ -50,20 +50,26 @@ function setToken(t) {
 }
 
 // ---- HTTP: JSON in and out; errors carry code, status and Retry-After.
-async function call(method, path, { body, admission } = {}) {
+// timeoutMs > 0 gives up waiting after that long (code TIMEOUT): the
+// request may still have been carried out, which the caller must find out.
+async function call(method, path, { body, admission, timeoutMs } = {}) {
   const headers = { "Accept": "application/json" };
   if (st.token) headers["Authorization"] = "Bearer " + st.token;
   if (admission) headers["X-Admission-Token"] = admission;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const sent = Date.now();
-  let res;
+  const ctl = new AbortController();
+  const timer = timeoutMs > 0 ? setTimeout(() => ctl.abort(), timeoutMs) : 0;
+  let res, data = null;
   try {
-    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store" });
+    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store", signal: ctl.signal });
+    try { data = await res.json(); } catch (e) { data = null; }
   } catch (e) {
-    return { ok: false, status: 0, code: "NETWORK", message: "network error", retryAfterMs: 0 };
+    const timedOut = ctl.signal.aborted;
+    return { ok: false, status: 0, code: timedOut ? "TIMEOUT" : "NETWORK", message: timedOut ? "no answer in time" : "network error", retryAfterMs: 0 };
+  } finally {
+    clearTimeout(timer);
   }
-  let data = null;
-  try { data = await res.json(); } catch (e) { data = null; }
   const ra = parseInt(res.headers.get("Retry-After") || "", 10);
   return {
     ok: res.ok, status: res.status, data, rtt: Date.now() - sent, sent,
@@ -115,6 +121,7 @@ async function loadSale() {
     // and once right at the opening. Open: every 3 s for the stock bar.
     next = opensIn > 0 ? Math.max(250, Math.min(opensIn / 4, 10000, opensIn + 50)) : 3000;
     if (r.data.state === "ENDED") next = 30000;
+    findOrder();
   } else {
     next = r.retryAfterMs || (saleFailDelay = backoff(saleFailDelay, 30000));
     if (!st.sale) showStatus(r.status === 404 ? "No such sale." : "The sale cannot be loaded; retrying.", "error");
@@ -199,20 +206,40 @@ function onQueue(q) {
 }
 
 // ---- buying.
+// buyTimeoutMs bounds the wait for a purchase answer: the gateway answers
+// within its publish timeout (3 s by default) unless something is wrong.
+const buyTimeoutMs = 10000;
+
 async function buy(itemId) {
   if (st.busy || !canBuy()) return;
   st.busy = true; render();
+  sessionStorage.setItem(triedKey, "1");
   showStatus("Processing…");
   try {
-    const r = await call("POST", st.purchasePath + "/items/" + itemId + "/purchase", { admission: st.admission });
+    const r = await call("POST", st.purchasePath + "/items/" + itemId + "/purchase", { admission: st.admission, timeoutMs: buyTimeoutMs });
     if (r.status === 202) {
       const it = st.sale.items.find((x) => x.id === itemId);
       const before = it ? stockOf(it) : null;
       if (before != null) learned(itemId, before - 1);
-      st.order = { id: r.data.orderId, status: "PROCESSING" };
-      st.final = "BOUGHT";
-      showStatus("Processing your order…");
-      pollOrder(500);
+      adopt({ orderId: r.data.orderId, status: r.data.status === "PENDING" ? "PROCESSING" : r.data.status });
+      return;
+    }
+    if (r.status === 0) {
+      // The answer was lost (network error, timeout): the purchase may
+      // have gone through. Ask the shop which order this shopper holds.
+      showStatus("No answer from the shop — checking whether your purchase went through…");
+      recoverOrder(1000, 0);
+      return;
+    }
+    if (r.code === "ALREADY_PURCHASED" && r.data && r.data.orderId) {
+      // She holds an order of another item in this sale: show it.
+      adopt({ orderId: r.data.orderId, status: "PROCESSING" });
+      return;
+    }
+    if (r.status === 503 && r.data && r.data.orderId) {
+      // The order's fate is not settled yet: ask again shortly.
+      showStatus("Your purchase is being confirmed…");
+      recoverOrder(r.retryAfterMs || 1000, 0);
       return;
     }
     if (r.code === "SOLD_OUT" || r.status === 410) learned(itemId, 0);
@@ -220,6 +247,54 @@ async function buy(itemId) {
   } finally {
     st.busy = false; render();
   }
+}
+
+// adopt shows an order the shopper holds and follows it until it settles.
+function adopt(o) {
+  st.order = { id: o.orderId, status: o.status || "PROCESSING", expiresAt: o.expiresAt };
+  st.final = "BOUGHT";
+  showStatus(st.order.status === "PROCESSING" ? "Processing your order…" : "");
+  renderOrder();
+  pollOrder(500);
+}
+
+// recoverOrder asks GET /api/flash-sales/{sale}/order which order the
+// shopper holds, after a purchase whose answer was lost: she may have won
+// the unit. It retries (with back-off, a few times) while the shop cannot
+// tell yet; a 404 means the purchase did not go through.
+const recoverAttempts = 8;
+async function recoverOrder(delay, attempt) {
+  await new Promise((res) => setTimeout(res, attempt === 0 ? 0 : delay));
+  const r = await call("GET", api + encodeURIComponent(saleId) + "/order", { timeoutMs: buyTimeoutMs });
+  if (r.ok && r.data && r.data.orderId) {
+    adopt(r.data);
+    return;
+  }
+  if (r.status === 404) {
+    showStatus("Your purchase did not go through; you can try again.", "error");
+    render();
+    return;
+  }
+  if (r.status === 401) { refused(r, "order"); return; }
+  if (attempt + 1 >= recoverAttempts) {
+    showStatus("The shop cannot tell yet whether your purchase went through; reload the page in a moment.", "error");
+    render();
+    return;
+  }
+  recoverOrder(r.retryAfterMs || backoff(delay, 10000), attempt + 1);
+}
+
+// findOrder asks once, when the page opens again on a sale this tab
+// already tried to buy in, whether the shopper holds an order (a reload
+// after a lost answer). Only then: at the opening the whole crowd's pages
+// refresh at once, and none of them has an order to find.
+let orderLooked = false;
+const triedKey = "flashsale.tried." + saleId;
+async function findOrder() {
+  if (orderLooked || !st.token || st.order || !st.sale || !sessionStorage.getItem(triedKey)) return;
+  orderLooked = true;
+  const r = await call("GET", api + encodeURIComponent(saleId) + "/order");
+  if (r.ok && r.data && r.data.orderId && !st.order) adopt(r.data);
 }
 
 // refused renders an error answer and decides what may happen next.

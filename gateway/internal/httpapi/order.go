@@ -1,0 +1,91 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/valyala/fasthttp"
+
+	"flashsale/gateway/internal/holding"
+)
+
+// orderView is the caller's active order in a sale.
+type orderView struct {
+	OrderID uuid.UUID `json:"orderId"`
+	SaleID  int64     `json:"saleId"`
+	ItemID  int64     `json:"itemId,omitempty"` // absent when not yet known
+	Status  string    `json:"status"`
+	// ExpiresAt is absent while PROCESSING: the order service sets it when
+	// it persists the order.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+var errNoOrder = newAPIError(fasthttp.StatusNotFound, "NOT_FOUND", "you hold no active order in this sale", "")
+
+// myOrder answers GET /api/flash-sales/{saleId}/order: the caller's active
+// order in the sale, so a shopper whose purchase answer was lost finds the
+// unit she won. Rate-limited like the queue's polling (per IP, then per
+// user); the user comes from her verified token, so nobody learns another
+// shopper's order.
+func (a *API) myOrder(ctx *fasthttp.RequestCtx) {
+	saleID, ok := pathID(ctx, "saleId")
+	if !ok {
+		errNotFound.write(ctx)
+		return
+	}
+	if _, ok := a.Catalog.Sale(saleID); !ok {
+		errNotFound.write(ctx)
+		return
+	}
+	if !a.allowIP(ctx, a.QueueLimits) {
+		return
+	}
+	user, ok := a.userID(ctx)
+	if !ok {
+		errUnauthorized.write(ctx)
+		return
+	}
+	if !a.allowUser(ctx, a.QueueLimits, user) {
+		return
+	}
+	if a.Holding == nil {
+		errUnavailable.write(ctx)
+		return
+	}
+	c, cancel := context.WithTimeout(a.BaseCtx, 2*a.RedisTimeout)
+	o, err := a.Holding.Find(c, saleID, user)
+	cancel()
+	ctx.Response.Header.Set(fasthttp.HeaderCacheControl, "no-store")
+	switch {
+	case errors.Is(err, holding.ErrNone):
+		a.Metrics.orderLookups[lookupNone].Add(1)
+		errNoOrder.write(ctx)
+		return
+	case errors.Is(err, holding.ErrUnconfirmed):
+		// A purchase of hers still waiting for the broker, or one a dead
+		// gateway never published (freed after the order service's
+		// in-flight window): asking again settles it.
+		a.Metrics.orderLookups[lookupUnconfirmed].Add(1)
+		errUnavailable.writeOrder(ctx, o.ID.String())
+		return
+	case err != nil:
+		a.Metrics.orderLookups[lookupUnavailable].Add(1)
+		errUnavailable.write(ctx)
+		return
+	}
+	a.Metrics.orderLookups[lookupFound].Add(1)
+	v := orderView{OrderID: o.ID, SaleID: saleID, ItemID: o.ItemID, Status: o.Status}
+	if !o.ExpiresAt.IsZero() {
+		v.ExpiresAt = &o.ExpiresAt
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		errInternal.write(ctx)
+		return
+	}
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}

@@ -1,0 +1,211 @@
+package sale
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+
+	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/event"
+)
+
+// Abandonment is what one pass of ReleaseAbandoned did in a sale.
+type Abandonment struct {
+	SaleID int64
+	// Released: reservations written off as REJECTED (abandoned) whose
+	// units went to the outbox.
+	Released int
+	// Unattributed: abandoned reservations whose item the reserve did not
+	// note (made before that note existed); left to a reconcile repair.
+	Unattributed int
+}
+
+// ReleaseAbandoned gives back the units of reservations no order will ever
+// back: a gateway reserved them in Redis and died before publishing (or
+// before settling a publish it could not confirm). Such a holder has no
+// order row and no accepted record; it is taken for abandoned only once
+// its order id (UUIDv7) is older than the in-flight window, and only after
+// the consumer group has caught up with the orders topic, so that an
+// order the broker holds is persisted first and its holder kept. Each one
+// is then written REJECTED (event.RejectAbandoned) with an outbox row in
+// one statement: the row takes the order id, so the order can never appear
+// after its unit was sold again, and the relay returns the unit after the
+// commit, announcing it on the stock-returned channel like any return, so
+// every gateway's sold-out flag clears. The item comes from the note the
+// reserve script keeps beside the holder.
+func (s *Service) ReleaseAbandoned(ctx context.Context, saleID int64) (Abandonment, error) {
+	res := Abandonment{SaleID: saleID}
+	holders, err := s.stock.Holders(ctx, saleID)
+	if err != nil {
+		return res, err
+	}
+	cands := s.overdue(holders, time.Now())
+	if len(cands) == 0 {
+		return res, nil
+	}
+	if cands, err = s.unexplained(ctx, saleID, cands); err != nil || len(cands) == 0 {
+		return res, err
+	}
+	// An order whose gateway died after the broker's acknowledgement but
+	// before its accepted record has only its event to show: once the
+	// consumer has caught up it has a row, and the check below keeps it.
+	if err := s.awaitConsumer(ctx); err != nil {
+		return res, fmt.Errorf("release abandoned reservations of sale %d: %w", saleID, err)
+	}
+	if cands, err = s.unexplained(ctx, saleID, cands); err != nil || len(cands) == 0 {
+		return res, err
+	}
+	byUser := make(map[string]string, len(cands))
+	for _, c := range cands {
+		byUser[c.user] = c.order
+	}
+	items, err := s.stock.ItemsOf(ctx, saleID, byUser)
+	if err != nil {
+		return res, err
+	}
+	plan := make([]store.Abandoned, 0, len(cands))
+	for _, c := range cands {
+		item, ok := items[c.user]
+		if !ok || !event.ValidUserID(c.user) {
+			// No item to return the unit to, or a user id the orders table
+			// would refuse (and with it the whole statement): a repair's.
+			res.Unattributed++
+			continue
+		}
+		plan = append(plan, store.Abandoned{OrderID: c.id, SaleID: saleID, ItemID: item, UserID: c.user, PlacedAt: c.placed})
+	}
+	written, err := s.store.Abandon(ctx, plan)
+	if err != nil {
+		return res, err
+	}
+	res.Released = len(written)
+	if s.drain != nil && len(written) > 0 {
+		// A failure leaves the rows queued for the relay's next pass.
+		_, _ = s.drain(ctx, written)
+	}
+	return res, nil
+}
+
+// overdueHolder is a holder whose order id is older than the window.
+type overdueHolder struct {
+	holder
+	id     uuid.UUID
+	placed time.Time
+}
+
+// overdue lists the holders whose order id is older than the in-flight
+// window, in a stable order.
+func (s *Service) overdue(holders map[string]string, now time.Time) []overdueHolder {
+	var out []overdueHolder
+	for user, order := range holders {
+		id, err := uuid.Parse(order)
+		if err != nil {
+			continue // no gateway mints such an id; reconcile reports it
+		}
+		placed, ok := placedAt(id)
+		if !ok || now.Sub(placed) < s.window {
+			continue
+		}
+		out = append(out, overdueHolder{holder{user, order}, id, placed})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].user < out[j].user })
+	return out
+}
+
+// unexplained keeps the holders that neither an order row nor an accepted
+// record explains.
+func (s *Service) unexplained(ctx context.Context, saleID int64, hs []overdueHolder) ([]overdueHolder, error) {
+	ids := make([]uuid.UUID, 0, len(hs))
+	for _, h := range hs {
+		ids = append(ids, h.id)
+	}
+	rows, err := s.store.HeldOrders(ctx, saleID, ids)
+	if err != nil {
+		return nil, err
+	}
+	var noRow []overdueHolder
+	var plain []holder
+	for _, h := range hs {
+		if _, ok := rows[h.id]; !ok {
+			noRow = append(noRow, h)
+			plain = append(plain, h.holder)
+		}
+	}
+	owners, err := s.acceptedOwners(ctx, plain)
+	if err != nil {
+		return nil, err
+	}
+	var out []overdueHolder
+	for _, h := range noRow {
+		if _, ok := owners[h.order]; !ok {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// abandonTimeout bounds one sale's pass in WatchAbandoned; the consumer
+// catch-up wait is inside it.
+func (s *Service) abandonTimeout() time.Duration { return 30*time.Second + s.CatchUpTimeout() }
+
+// WatchAbandoned runs ReleaseAbandoned over every open sale every interval
+// until ctx ends, logging one line per sale where it released something.
+// Several order service instances may run it at once: the REJECTED row is
+// written once per order id, and the relay drains each outbox row once.
+func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, log *slog.Logger) error {
+	if s.accepted == nil {
+		return ErrNoAcceptedRecords
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	stuck := map[int64]int{} // sale -> abandoned reservations of unknown item, at the last pass
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		ids, err := s.store.OpenSales(ctx, time.Now())
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("abandoned reservations: list open sales", "err", err)
+			}
+			continue
+		}
+		var unattributed int
+		for _, id := range ids {
+			actx, cancel := context.WithTimeout(ctx, s.abandonTimeout())
+			res, err := s.ReleaseAbandoned(actx, id)
+			cancel()
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				log.Warn("abandoned reservations not released", "sale", id, "err", err)
+				continue
+			}
+			if s.metrics != nil {
+				s.metrics.AbandonedReleased.Add(int64(res.Released))
+			}
+			unattributed += res.Unattributed
+			if res.Released > 0 {
+				log.Info("abandoned reservations released", "sale", id, "released", res.Released, "window", s.window)
+			}
+			// The same holders come back every pass until a repair: say so
+			// when their number changes, not every interval.
+			if res.Unattributed != stuck[id] {
+				if res.Unattributed > 0 {
+					log.Warn("abandoned reservations of unknown item; run reconcile?repair=true", "sale", id, "count", res.Unattributed)
+				}
+				stuck[id] = res.Unattributed
+			}
+		}
+		if s.metrics != nil {
+			s.metrics.AbandonedUnattributed.Store(int64(unattributed))
+		}
+	}
+}

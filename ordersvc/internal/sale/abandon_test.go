@@ -1,0 +1,238 @@
+package sale_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/google/uuid"
+	"github.com/redis/rueidis"
+
+	"flashsale/ordersvc/internal/lag"
+	"flashsale/ordersvc/internal/metrics"
+	"flashsale/ordersvc/internal/relay"
+	"flashsale/ordersvc/internal/sale"
+	"flashsale/ordersvc/internal/store"
+	"flashsale/ordersvc/internal/testdb"
+	"flashsale/pkg/accepted"
+	"flashsale/pkg/event"
+	"flashsale/pkg/stock"
+	"flashsale/pkg/testenv"
+)
+
+// v7At mints a UUIDv7 order id whose time is at, as a gateway would have
+// then.
+func v7At(t *testing.T, at time.Time) uuid.UUID {
+	t.Helper()
+	id, err := uuid.NewV7()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms [8]byte
+	binary.BigEndian.PutUint64(ms[:], uint64(at.UnixMilli()))
+	copy(id[:6], ms[2:])
+	return id
+}
+
+// Reservations no order backs come back once older than the in-flight
+// window, and only those: the fresh, the accepted, the persisted and the
+// ones whose item is unknown stay held. The unit is announced on the
+// stock-returned channel like any return, and the order id is taken by a
+// REJECTED row so the order can never appear later.
+func TestReleaseAbandoned(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, testenv.RedisAddr())
+	ctx := testenv.Context(t)
+	pool := testdb.Pool(t)
+	st := store.New(pool)
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	stk := stock.New(rc)
+	sl := testdb.Sale(t, st, 5, 5)
+	testdb.Load(t, st, stk, sl.ID)
+	itemA, itemB := sl.Items[0].ID, sl.Items[1].ID
+	const window = 2 * time.Second
+	old := time.Now().Add(-window - time.Second)
+
+	reserve := func(item int64, user string, id uuid.UUID) string {
+		t.Helper()
+		if _, err := stk.Reserve(ctx, sl.ID, item, user, id.String()); err != nil {
+			t.Fatal(err)
+		}
+		return id.String()
+	}
+	holders := map[string]string{
+		// The gateway died between reserve and publish, long enough ago.
+		"abandoned-a": reserve(itemA, "abandoned-a", v7At(t, old)),
+		"abandoned-b": reserve(itemB, "abandoned-b", v7At(t, old)),
+		// Maybe still waiting for the broker: kept.
+		"fresh": reserve(itemA, "fresh", v7At(t, time.Now())),
+		// Acknowledged and recorded, not persisted yet: kept.
+		"accepted": reserve(itemA, "accepted", v7At(t, old)),
+		// Persisted: kept.
+		"persisted": reserve(itemB, "persisted", v7At(t, old)),
+		// A v4 id carries no time, so its age is unknown: kept.
+		"v4": reserve(itemB, "v4", uuid.New()),
+	}
+	if err := accepted.Record(ctx, rc, holders["accepted"], "accepted"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PersistBatch(ctx, []event.OrderPlaced{{Version: event.Version, OrderID: uuid.MustParse(holders["persisted"]),
+		SaleID: sl.ID, ItemID: itemB, UserID: "persisted", PlacedAt: old}}); err != nil {
+		t.Fatal(err)
+	}
+	// A holder whose item no reservation noted (written by hand, as a
+	// reservation of an older gateway would be): kept, counted.
+	noNote := v7At(t, old).String()
+	if err := rc.Do(ctx, rc.B().Hset().Key(stock.HoldersKey(sl.ID)).FieldValue().FieldValue("no-note", noNote).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	holders["no-note"] = noNote
+	leftA, leftB := left(t, stk, sl.ID, itemA), left(t, stk, sl.ID, itemB)
+
+	announced := make(chan string, 16)
+	sub, cancelSub := rc.Dedicate()
+	defer cancelSub()
+	wait := sub.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: func(m rueidis.PubSubMessage) { announced <- m.Message }})
+	if err := sub.Do(ctx, sub.B().Subscribe().Channel(stock.ReturnedChannel).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	_ = wait
+
+	rl := relay.New(st, stk, quietLog, &metrics.Counters{})
+	svc := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithInFlightWindow(window), sale.WithReleases(rl.Drain))
+	got, err := svc.ReleaseAbandoned(ctx, sl.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Released != 2 || got.Unattributed != 1 {
+		t.Fatalf("released %d, unattributed %d; want 2 and 1", got.Released, got.Unattributed)
+	}
+	after, err := stk.Holders(ctx, sl.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for user, order := range holders {
+		_, kept := after[user]
+		if want := user != "abandoned-a" && user != "abandoned-b"; kept != want {
+			t.Errorf("holder %s (order %s) kept %v, want %v", user, order, kept, want)
+		}
+	}
+	if a, b := left(t, stk, sl.ID, itemA), left(t, stk, sl.ID, itemB); a != leftA+1 || b != leftB+1 {
+		t.Errorf("stock after release: %d and %d, want %d and %d (one unit back each)", a, b, leftA+1, leftB+1)
+	}
+	want := map[string]bool{fmt.Sprintf("%d:%d", sl.ID, itemA): true, fmt.Sprintf("%d:%d", sl.ID, itemB): true}
+	for len(want) > 0 {
+		select {
+		case m := <-announced:
+			delete(want, m)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("returns not announced on %s: %v", stock.ReturnedChannel, want)
+		}
+	}
+	for _, user := range []string{"abandoned-a", "abandoned-b"} {
+		var status, reason string
+		err := pool.QueryRow(ctx, `SELECT status, reject_reason FROM flash_sale_order WHERE id = $1`, holders[user]).Scan(&status, &reason)
+		if err != nil || status != "REJECTED" || reason != event.RejectAbandoned {
+			t.Errorf("order of %s: %q %q %v, want REJECTED %s (the id taken for good)", user, status, reason, err, event.RejectAbandoned)
+		}
+	}
+	// The order can never appear after its unit was sold again: a late
+	// copy of its event is a duplicate.
+	out, err := st.PersistBatch(ctx, []event.OrderPlaced{{Version: event.Version, OrderID: uuid.MustParse(holders["abandoned-a"]),
+		SaleID: sl.ID, ItemID: itemA, UserID: "abandoned-a", PlacedAt: old}})
+	if err != nil || len(out) != 1 || out[0].Kind == store.Accepted {
+		t.Errorf("late event of an abandoned order persisted as %+v (%v), want a duplicate", out, err)
+	}
+	// Once is once: a second pass finds nothing.
+	if again, err := svc.ReleaseAbandoned(ctx, sl.ID); err != nil || again.Released != 0 {
+		t.Errorf("second pass: %+v %v, want nothing released", again, err)
+	}
+	if a := left(t, stk, sl.ID, itemA); a != leftA+1 {
+		t.Errorf("stock after the second pass: %d, want %d", a, leftA+1)
+	}
+}
+
+func left(t *testing.T, stk *stock.Store, sale, item int64) int64 {
+	t.Helper()
+	n, err := stk.Left(context.Background(), sale, item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// laggingReader is a lag reader over a fresh topic holding n messages its
+// group never consumed: a consumer that has not caught up.
+func laggingReader(t *testing.T, n int) *lag.Reader {
+	t.Helper()
+	testenv.Require(t, testenv.KafkaBrokers())
+	name := "test-abandon-lag-" + uuid.NewString()[:8]
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": testenv.KafkaBrokers(), "acks": "all", "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	reports := make(chan kafka.Event, n)
+	for i := range n {
+		if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &name, Partition: kafka.PartitionAny},
+			Key: []byte(fmt.Sprint(i)), Value: []byte("x")}, reports); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n {
+		if m := (<-reports).(*kafka.Message); m.TopicPartition.Error != nil {
+			t.Fatal(m.TopicPartition.Error)
+		}
+	}
+	r, err := lag.New(lag.Config{Brokers: testenv.KafkaBrokers(), Topic: name, Group: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+// While the consumer group has not caught up with the orders topic, a
+// holder that looks abandoned may be an order the broker acknowledged
+// whose gateway died before recording it: nothing is released.
+func TestReleaseAbandonedWaitsForTheConsumer(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, testenv.RedisAddr())
+	ctx := testenv.Context(t)
+	st := store.New(testdb.Pool(t))
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	stk := stock.New(rc)
+	sl := testdb.Sale(t, st, 3)
+	testdb.Load(t, st, stk, sl.ID)
+	const window = time.Second
+	id := v7At(t, time.Now().Add(-window-time.Second))
+	if _, err := stk.Reserve(ctx, sl.ID, sl.Items[0].ID, "maybe-acked", id.String()); err != nil {
+		t.Fatal(err)
+	}
+	svc := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithInFlightWindow(window),
+		sale.WithCatchUp(laggingReader(t, 3), 300*time.Millisecond))
+	res, err := svc.ReleaseAbandoned(ctx, sl.ID)
+	var lagging *lag.LaggingError
+	if !errors.As(err, &lagging) || res.Released != 0 {
+		t.Fatalf("ReleaseAbandoned with the consumer behind: %+v, %v; want nothing released and a LaggingError", res, err)
+	}
+	h, err := stk.Holders(ctx, sl.ID)
+	if err != nil || h["maybe-acked"] != id.String() {
+		t.Fatalf("holders %v (%v), want the holder kept", h, err)
+	}
+	if n := left(t, stk, sl.ID, sl.Items[0].ID); n != 2 {
+		t.Fatalf("%d left, want 2 (the unit still held)", n)
+	}
+}
