@@ -23,9 +23,10 @@ import (
 // the sale then sells out exactly, and the audit passes.
 //
 // The kill falls deterministically between reserve and publish: the
-// gateway's broker address is a closed port and its publish timeout long,
-// so every purchase waits in the publish step, its unit reserved, until
-// the SIGKILL.
+// gateway's broker address is a closed port, its publish timeout long and
+// failing fast off (it would refuse at once on librdkafka's all-brokers-down
+// and give the units back), so every purchase waits in the publish step,
+// its unit reserved, until the SIGKILL.
 func TestDeadGatewayReservationsComeBack(t *testing.T) {
 	const (
 		units    = 5
@@ -44,7 +45,7 @@ func TestDeadGatewayReservationsComeBack(t *testing.T) {
 	s := harness.Start(t, harness.Options{
 		Env: map[string]string{"FLASHSALE_INFLIGHT_WINDOW": window.String(), "FLASHSALE_ABANDON_INTERVAL": interval.String()},
 		ProcEnv: map[string]map[string]string{"gateway": {
-			"FLASHSALE_KAFKA_BROKERS": deadAddr, "FLASHSALE_PUBLISH_TIMEOUT": "120s"}},
+			"FLASHSALE_KAFKA_BROKERS": deadAddr, "FLASHSALE_PUBLISH_TIMEOUT": "120s", "FLASHSALE_PUBLISH_FAIL_FAST_AFTER": "0"}},
 	})
 	ctx := testenv.Context(t)
 	saleID, itemID, path := openSale(t, s, units)
