@@ -67,7 +67,11 @@ func New(cfg Config) (*Producer, error) {
 		"message.timeout.ms":                    int(cfg.Timeout / time.Millisecond),
 		"request.timeout.ms":                    int(max(cfg.Timeout/2, time.Second) / time.Millisecond),
 		"socket.keepalive.enable":               true,
-		"go.logs.channel.enable":                false,
+		// Every produce request is small and a shopper waits on it: with
+		// Nagle's algorithm (librdkafka's default) a request waits for the
+		// acknowledgement of the previous segment.
+		"socket.nagle.disable":   true,
+		"go.logs.channel.enable": false,
 		// Delivery reports go to each Produce call's own channel; nothing is
 		// sent to Events() but errors, which Drain consumes.
 		"go.delivery.reports": true,

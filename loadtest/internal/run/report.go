@@ -10,21 +10,23 @@ import (
 // Summary is the one-line JSON a script reads from the end of stdout.
 func (r Report) Summary() map[string]any {
 	m := map[string]any{
-		"sale_id":              r.SaleID,
-		"requests":             r.Requests,
-		"rps":                  int(r.RPS),
-		"sell_out_ms":          r.SellOutMs,
-		"persist_ms":           r.PersistMs,
-		"p50_ms":               r.Latency["all"].P50,
-		"p99_ms":               r.Latency["all"].P99,
-		"oversold":             r.Audit.Oversold,
-		"lost":                 r.Audit.Lost,
-		"duplicates":           r.Audit.Duplicates,
-		"stock_conserved":      r.Audit.StockConserved,
-		"audit_ok":             r.Audit.OK(),
-		"gateway_peak_rss_mib": int(r.GatewayPeakRSSMiB),
-		"publish_ack_p50_ms":   r.PublishAckMs.P50,
-		"publish_ack_p99_ms":   r.PublishAckMs.P99,
+		"sale_id":                  r.SaleID,
+		"requests":                 r.Requests,
+		"rps":                      int(r.RPS),
+		"sell_out_ms":              r.SellOutMs,
+		"persist_ms":               r.PersistMs,
+		"p50_ms":                   r.Latency["all"].P50,
+		"p99_ms":                   r.Latency["all"].P99,
+		"oversold":                 r.Audit.Oversold,
+		"lost":                     r.Audit.Lost,
+		"duplicates":               r.Audit.Duplicates,
+		"stock_conserved":          r.Audit.StockConserved,
+		"audit_ok":                 r.Audit.OK(),
+		"gateway_peak_rss_mib":     int(r.GatewayPeakRSSMiB),
+		"publish_ack_p50_ms":       r.PublishAckMs.P50,
+		"publish_ack_p99_ms":       r.PublishAckMs.P99,
+		"stack_cpu_per_order_us":   int(r.StackCPUPerOrderUs),
+		"gateway_cpu_per_order_us": int(r.GatewayCPUPerOrderUs),
 	}
 	for k, v := range r.Outcomes {
 		m[k] = v
@@ -64,6 +66,19 @@ func writeHuman(w io.Writer, r Report) {
 	}
 	if r.GatewayPeakRSSMiB >= 0 {
 		fmt.Fprintf(&b, "gateway peak memory:     %.0f MiB resident\n", r.GatewayPeakRSSMiB)
+	}
+	if len(r.SellingCPUMs) > 0 {
+		names := make([]string, 0, len(r.SellingCPUMs))
+		for k := range r.SellingCPUMs {
+			names = append(names, k)
+		}
+		sort.Slice(names, func(i, j int) bool { return r.SellingCPUMs[names[i]] > r.SellingCPUMs[names[j]] })
+		parts := make([]string, 0, len(names))
+		for _, k := range names {
+			parts = append(parts, fmt.Sprintf("%s %.0f", k, r.SellingCPUMs[k]))
+		}
+		fmt.Fprintf(&b, "CPU while selling:       %s ms; stack %.0f µs per order (gateway %.0f µs)\n",
+			strings.Join(parts, ", "), r.StackCPUPerOrderUs, r.GatewayCPUPerOrderUs)
 	}
 	if r.PublishAckMs.P50 >= 0 {
 		fmt.Fprintf(&b, "publish → broker ack:    p50 %.2f ms, p99 %.2f ms (gateway's histogram)\n", r.PublishAckMs.P50, r.PublishAckMs.P99)

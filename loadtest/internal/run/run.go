@@ -47,8 +47,15 @@ type Report struct {
 	// producer to the broker's acknowledgement (its histogram's p50 and
 	// p99, interpolated within buckets; -1 unknown).
 	PublishAckMs struct{ P50, P99 float64 } `json:"publish_ack_ms"`
-	Audit        audit.Verdict              `json:"audit"`
-	Files        map[string]string
+	// SellingCPUMs is the CPU time each component of the stack used from the
+	// first request to the last unit sold (read from /proc, 10 ms ticks);
+	// StackCPUPerOrderUs divides the stack's (the load generator excluded)
+	// by the units sold, GatewayCPUPerOrderUs the gateways' alone.
+	SellingCPUMs         map[string]float64 `json:"selling_cpu_ms,omitempty"`
+	StackCPUPerOrderUs   float64            `json:"stack_cpu_per_order_us,omitempty"`
+	GatewayCPUPerOrderUs float64            `json:"gateway_cpu_per_order_us,omitempty"`
+	Audit                audit.Verdict      `json:"audit"`
+	Files                map[string]string
 }
 
 // Lat is a latency summary in milliseconds.
@@ -182,6 +189,9 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 	attackCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { <-attackCtx.Done(); atk.Stop() }()
+	// CPU of every process of the stack from the first request to the last
+	// unit sold: what selling costs, per accepted order.
+	cpuStart, cpuSold := sampleCPU(), cpuSample(nil)
 	for r := range atk.Attack(targeter, pacer, o.Duration, "flashsale") {
 		if r.Method == "" { // the targeter ran dry; no request was sent
 			continue
@@ -191,6 +201,7 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 		if k == outcome.Accepted {
 			if sold.Add(1) == int64(o.Stock) {
 				close(soldOut)
+				cpuSold = sampleCPU().sub(cpuStart)
 			}
 			if i, err := crowd.ShopperOf(r.URL); err == nil {
 				accepted[id] = cr.Users[i]
@@ -257,6 +268,18 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 	}
 	if int(sold.Load()) >= o.Stock {
 		rep.SellOutMs = tally.LastAccepted.Sub(tally.First).Milliseconds()
+	}
+	if cpuSold != nil {
+		rep.SellingCPUMs = map[string]float64{}
+		var total time.Duration
+		for k, v := range cpuSold {
+			rep.SellingCPUMs[k] = float64(v.Microseconds()) / 1000
+			if k != "loadtest" {
+				total += v
+			}
+		}
+		rep.StackCPUPerOrderUs = float64(total.Microseconds()) / float64(o.Stock)
+		rep.GatewayCPUPerOrderUs = float64(cpuSold["gateway"].Microseconds()) / float64(o.Stock)
 	}
 	_ = attackEnd
 	rep.Options = map[string]any{"users": o.Users, "stock": o.Stock, "items": o.Items, "profile": o.Profile, "rate": o.Rate,

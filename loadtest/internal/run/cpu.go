@@ -1,0 +1,95 @@
+package run
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// components are the processes of the stack whose CPU a capacity engineer
+// sizes, named by how their command line reads.
+var components = []struct {
+	name  string
+	match func(exe string, cmdline []byte) bool
+}{
+	{"gateway", func(exe string, _ []byte) bool { return exe == "gateway" }},
+	{"kafka", func(_ string, cmd []byte) bool { return bytes.Contains(cmd, []byte("kafka.Kafka")) }},
+	{"ordersvc", func(exe string, _ []byte) bool { return exe == "ordersvc" }},
+	// redis-server and PostgreSQL's backends rewrite their argv
+	// ("redis-server 127.0.0.1:16379", "postgres: flashsale ... idle").
+	{"redis", func(exe string, _ []byte) bool { return strings.HasPrefix(exe, "redis-server") }},
+	{"postgres", func(exe string, _ []byte) bool { return strings.HasPrefix(exe, "postgres") }},
+	{"loadtest", func(exe string, _ []byte) bool { return exe == "loadtest" }},
+}
+
+// userHZ is the unit of utime and stime in /proc/<pid>/stat: USER_HZ, 100
+// on every Linux architecture Go supports.
+const userHZ = 100
+
+// cpuSample is the CPU time each component's processes have used so far.
+type cpuSample map[string]time.Duration
+
+// sampleCPU reads /proc once. Processes that end between two samples are
+// undercounted, which does not happen during a sale (none of them restarts).
+// On a system without /proc it returns an empty sample.
+func sampleCPU() cpuSample {
+	out := cpuSample{}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil || len(cmd) == 0 {
+			continue
+		}
+		exe := filepath.Base(string(bytes.SplitN(cmd, []byte{0}, 2)[0]))
+		for _, c := range components {
+			if !c.match(exe, cmd) {
+				continue
+			}
+			if t, ok := procCPU(d.Name()); ok {
+				out[c.name] += t
+			}
+			break
+		}
+	}
+	return out
+}
+
+// procCPU is utime+stime of one process.
+func procCPU(pid string) (time.Duration, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return 0, false
+	}
+	// The command name (field 2) may hold spaces; the fields after its
+	// closing parenthesis are space-separated: utime and stime are the
+	// 12th and 13th of them.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(ut+st) * time.Second / userHZ, true
+}
+
+// sub is the CPU used between two samples, per component.
+func (s cpuSample) sub(before cpuSample) cpuSample {
+	out := cpuSample{}
+	for k, v := range s {
+		out[k] = v - before[k]
+	}
+	return out
+}
