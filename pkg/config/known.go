@@ -21,7 +21,7 @@ const (
 	Stack
 
 	// loaders read the FLASHSALE_CONFIG file through a Source.
-	loaders = Gateway | Ordersvc | Tools
+	loaders  = Gateway | Ordersvc | Tools
 	services = Gateway | Ordersvc
 )
 
