@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -51,6 +52,9 @@ type Gateway struct {
 	// limits are the rate limits the last load of the configuration set
 	// (New or Reload): a reload applies only those it changes.
 	limits limitSettings
+	// configBypass is FLASHSALE_QUEUE_BYPASS of the last load: a reload
+	// replaces it while the admission loop reads it.
+	configBypass atomic.Pointer[[]string]
 }
 
 // New dials the dependencies. It fails fast when one is missing, except the
@@ -58,6 +62,7 @@ type Gateway struct {
 // until it does).
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, log: log, limits: limitsOf(cfg)}
+	g.configBypass.Store(&cfg.QueueBypass)
 	var err error
 	// One node or a cluster's seed list: redisconn lets rueidis pick the mode.
 	g.redis, err = redisconn.New(cfg.RedisAddr, rueidis.ClientOption{
@@ -205,7 +210,7 @@ func (g *Gateway) Reload(ctx context.Context, cfg config.Config) {
 	applied, kept := reloadLimits([4]*ratelimit.Limiter{g.api.PurchaseLimits.User, g.api.PurchaseLimits.IP,
 		g.api.QueueLimits.User, g.api.QueueLimits.IP}, g.limits, next)
 	g.limits = next
-	g.cfg.QueueBypass = cfg.QueueBypass
+	g.configBypass.Store(&cfg.QueueBypass)
 	g.refreshBypass(ctx)
 	g.log.Info("configuration reloaded", "limits_applied", applied, "limits_kept_from_admin_api", kept,
 		"purchase_user", g.api.PurchaseLimits.User.Rule(), "purchase_ip", g.api.PurchaseLimits.IP.Rule(),
@@ -305,7 +310,7 @@ func (g *Gateway) refreshBypass(ctx context.Context) {
 		g.log.Warn("bypass list not refreshed", "err", err)
 		return
 	}
-	g.api.SetBypass(append(users, g.cfg.QueueBypass...))
+	g.api.SetBypass(append(users, *g.configBypass.Load()...))
 }
 
 func (g *Gateway) drainProducerEvents(ctx context.Context) {
