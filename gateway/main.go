@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,11 +17,12 @@ import (
 
 	"flashsale/gateway/internal/app"
 	"flashsale/gateway/internal/config"
+	pkgconfig "flashsale/pkg/config"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	err := run(ctx, os.Args[1:], pkgconfig.Environ(os.Environ()), os.Stdout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
@@ -27,8 +30,39 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := config.Load(getenv)
+const usage = `usage: gateway [-h]
+
+The flash-sale edge: rate limits, the virtual queue, the purchase path
+(Redis reserve, Kafka publish) on FLASHSALE_GATEWAY_ADDR, and the operator
+endpoints (metrics, health, limits, dashboard) on FLASHSALE_GATEWAY_ADMIN_ADDR.
+
+It takes no arguments. Configuration comes from FLASHSALE_* environment
+variables over the file named by FLASHSALE_CONFIG (KEY=VALUE lines); the
+variables are listed in README.md, "Configuration". Secrets can come from
+files: NAME_FILE=/path. A variable or file key no flashsale program reads is
+an error.
+
+SIGHUP re-reads the configuration and applies the rate limits whose value in
+it changed since the last load (limits set with PUT /admin/limits otherwise
+stay) and FLASHSALE_QUEUE_BYPASS; other settings need a restart.
+`
+
+// run starts the gateway with env (a snapshot of the environment) until ctx
+// ends. -h prints the usage, needing no configuration.
+func run(ctx context.Context, args []string, env pkgconfig.Env, stdout io.Writer) error {
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("command line: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("command line: unexpected arguments %q (see gateway -h)", fs.Args())
+	}
+	cfg, err := config.Load(env)
 	if err != nil {
 		return err
 	}
@@ -53,7 +87,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 			case <-ctx.Done():
 				return nil
 			case <-hup:
-				next, err := config.Load(getenv)
+				next, err := config.Load(env)
 				if err != nil {
 					log.Error("configuration not reloaded", "err", err)
 					continue

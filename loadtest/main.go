@@ -10,16 +10,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"flashsale/loadtest/internal/run"
+	"flashsale/pkg/config"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := runMain(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	err := runMain(ctx, os.Args[1:], config.Environ(os.Environ()), os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
@@ -27,25 +29,26 @@ func main() {
 	}
 }
 
-func runMain(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	o := run.Defaults()
+// runMain runs the sale env and the flags describe. -h prints the flags
+// and needs no configuration.
+func runMain(ctx context.Context, args []string, env config.Env, stdout, stderr io.Writer) error {
+	o, envErr := run.FromEnv(env)
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	envOr := func(k, def string) string {
-		if v := getenv(k); v != "" {
-			return v
-		}
-		return def
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
 	}
-	var jwtKey string
+	// The secrets' flags default to nothing, so that -h never prints one.
+	var adminToken, jwtKey string
 	fs.StringVar(&o.GatewayURL, "gateway", o.GatewayURL, "gateway base URL")
 	fs.StringVar(&o.GatewayAdminURL, "gateway-admin", o.GatewayAdminURL, "gateway admin base URL, for its peak memory (empty: skip)")
 	fs.StringVar(&o.AdminURL, "admin", o.AdminURL, "order service admin base URL")
-	fs.StringVar(&o.AdminToken, "admin-token", getenv("FLASHSALE_ADMIN_TOKEN"), "admin bearer token (env FLASHSALE_ADMIN_TOKEN)")
-	fs.StringVar(&jwtKey, "jwt-key", getenv("FLASHSALE_JWT_HS256_KEY"), "HS256 key to mint shopper tokens (env FLASHSALE_JWT_HS256_KEY)")
-	fs.StringVar(&o.JWTIssuer, "jwt-issuer", envOr("FLASHSALE_JWT_ISSUER", o.JWTIssuer), "issuer of minted tokens")
-	fs.StringVar(&o.PostgresDSN, "pg", envOr("FLASHSALE_PG_DSN", o.PostgresDSN), "PostgreSQL DSN for the audit")
-	fs.StringVar(&o.RedisAddr, "redis", envOr("FLASHSALE_REDIS_ADDR", o.RedisAddr), "Redis address for the audit")
+	fs.StringVar(&adminToken, "admin-token", "", "admin bearer token (default FLASHSALE_ADMIN_TOKEN or FLASHSALE_ADMIN_TOKEN_FILE; a flag shows in ps)")
+	fs.StringVar(&jwtKey, "jwt-key", "", "HS256 key to mint shopper tokens (default FLASHSALE_JWT_HS256_KEY or FLASHSALE_JWT_HS256_KEY_FILE; a flag shows in ps)")
+	fs.StringVar(&o.JWTIssuer, "jwt-issuer", o.JWTIssuer, "issuer of minted tokens (FLASHSALE_JWT_ISSUER)")
+	fs.StringVar(&o.PostgresDSN, "pg", o.PostgresDSN, "PostgreSQL DSN for the audit (FLASHSALE_PG_DSN)")
+	fs.StringVar(&o.RedisAddr, "redis", o.RedisAddr, "Redis address for the audit (FLASHSALE_REDIS_ADDR)")
 	fs.IntVar(&o.Users, "users", o.Users, "distinct shoppers, one purchase each")
 	fs.IntVar(&o.Stock, "stock", o.Stock, "units on sale in all")
 	fs.IntVar(&o.Items, "items", o.Items, "items the stock is split over")
@@ -65,13 +68,47 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 	fs.IntVar(&o.PollSample, "poll-sample", o.PollSample, "accepted orders checked through the polling endpoint")
 	fs.StringVar(&o.OutDir, "out", o.OutDir, "directory for results.bin, report.json and plot.html")
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow targets that are not loopback")
+	redactDefault(fs.Lookup("pg"))
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("command line: %w", err)
 	}
-	o.JWTKey = []byte(jwtKey)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("command line: unexpected arguments %q (see loadtest -h)", fs.Args())
+	}
+	if envErr != nil {
+		return fmt.Errorf("configuration:\n%w", envErr)
+	}
+	if adminToken != "" {
+		o.AdminToken = adminToken
+	}
+	if jwtKey != "" {
+		o.JWTKey = []byte(jwtKey)
+	}
 	_, err := run.Run(ctx, o, stdout, stderr)
 	if errors.Is(err, run.ErrAuditFailed) {
 		return fmt.Errorf("the audit found broken invariants (see the report above)")
 	}
 	return err
+}
+
+const usage = `usage: loadtest [flags]
+
+Runs one whole flash sale against a running stack: creates the sale, sends a
+crowd of distinct shoppers at it with vegeta, waits until every accepted order
+is persisted, audits the invariants and reports (the last line on stdout is a
+JSON summary). The secrets, the issuer, the database and Redis come from the
+environment or the FLASHSALE_CONFIG file as the services read them (NAME or
+NAME_FILE for a secret); a flag overrides them.
+
+flags:
+`
+
+// redactDefault hides the password of the DSN -h would print as a default.
+func redactDefault(f *flag.Flag) {
+	if u, err := url.Parse(f.DefValue); err == nil {
+		f.DefValue = u.Redacted()
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"flashsale/ordersvc/internal/app"
+	pkgconfig "flashsale/pkg/config"
 )
 
 func main() {
@@ -18,7 +19,7 @@ func main() {
 	// The first signal starts a graceful shutdown; restoring the default
 	// handlers lets a second one end the process at once.
 	context.AfterFunc(ctx, stop)
-	err := app.Run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	err := app.Run(ctx, os.Args[1:], pkgconfig.Environ(os.Environ()), os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ordersvc:", err)

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"flashsale/pkg/config"
 )
 
 // Section is the README heading whose table lists the variables.
@@ -59,30 +61,35 @@ func Documented(readme []byte, binary string) (map[string]bool, error) {
 	return out, nil
 }
 
-// Recorder returns a getenv that answers "" and notes every FLASHSALE_*
-// name it is asked, and a function returning those names. A secret's
-// NAME_FILE is left out when NAME was asked: the README states the rule
-// once for every secret.
-func Recorder() (getenv func(string) string, asked func() map[string]bool) {
-	seen := map[string]bool{}
-	getenv = func(k string) string {
-		if strings.HasPrefix(k, "FLASHSALE_") {
-			seen[k] = true
-		}
-		return ""
-	}
+// Recorder returns an empty environment that notes every FLASHSALE_* name
+// it is asked, and a function returning those names. A secret's NAME_FILE
+// is left out when NAME was asked: the README states the rule once for
+// every secret.
+func Recorder() (env config.Env, asked func() map[string]bool) {
+	r := &recorder{seen: map[string]bool{}}
 	asked = func() map[string]bool {
 		out := map[string]bool{}
-		for k := range seen {
-			if base, ok := strings.CutSuffix(k, "_FILE"); ok && seen[base] {
+		for k := range r.seen {
+			if base, ok := strings.CutSuffix(k, "_FILE"); ok && r.seen[base] {
 				continue
 			}
 			out[k] = true
 		}
 		return out
 	}
-	return getenv, asked
+	return r, asked
 }
+
+type recorder struct{ seen map[string]bool }
+
+func (r *recorder) Lookup(k string) (string, bool) {
+	if strings.HasPrefix(k, "FLASHSALE_") {
+		r.seen[k] = true
+	}
+	return "", false
+}
+
+func (r *recorder) Names() []string { return nil }
 
 // Diff lists the variables read but not documented (missing) and the
 // documented ones nothing reads (extra), sorted.

@@ -48,9 +48,11 @@ func TestDocumented(t *testing.T) {
 }
 
 func TestRecorderAndDiff(t *testing.T) {
-	getenv, asked := Recorder()
+	env, asked := Recorder()
 	for _, k := range []string{"FLASHSALE_A", "FLASHSALE_KEY", "FLASHSALE_KEY_FILE", "FLASHSALE_ONLY_FILE", "HOME"} {
-		getenv(k)
+		if v, ok := env.Lookup(k); ok || v != "" {
+			t.Errorf("Lookup(%s) = %q, %v, want unset", k, v, ok)
+		}
 	}
 	read := asked()
 	// NAME_FILE of a secret is the README's general rule; a _FILE name

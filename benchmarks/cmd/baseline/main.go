@@ -23,7 +23,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	err := run(ctx, os.Args[1:], pkgconfig.Environ(os.Environ()), os.Stdout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "baseline:", err)
@@ -31,14 +31,15 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	src := pkgconfig.NewSource(getenv)
+func run(ctx context.Context, args []string, env pkgconfig.Env, stdout io.Writer) error {
+	src := pkgconfig.NewSource(env)
 	cfg := baseline.Config{
 		JWTKey:      src.Secret("FLASHSALE_JWT_HS256_KEY"),
 		JWTIssuer:   src.String("FLASHSALE_JWT_ISSUER", "flashsale"),
 		PostgresDSN: src.String("FLASHSALE_PG_DSN", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable"),
 		RedisAddr:   src.String("FLASHSALE_REDIS_ADDR", "127.0.0.1:16379"),
 	}
+	src.RejectUnknown()
 	if err := src.Err(); err != nil {
 		return err
 	}

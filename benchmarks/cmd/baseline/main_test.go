@@ -5,11 +5,13 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	pkgconfig "flashsale/pkg/config"
 )
 
 func TestRunRefusesABadConfiguration(t *testing.T) {
 	err := run(context.Background(), []string{"-design", "nginx", "-pg-conns", "0"},
-		func(string) string { return "" }, io.Discard)
+		pkgconfig.Vars{}, io.Discard)
 	if err == nil {
 		t.Fatal("run = nil, want the configuration problems")
 	}

@@ -25,7 +25,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], pkgconfig.Environ(os.Environ()), os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -33,8 +33,8 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	src := pkgconfig.NewSource(getenv)
+func run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr io.Writer) error {
+	src := pkgconfig.NewSource(env)
 	o := suite.Options{
 		GatewayURL:   "http://127.0.0.1:18080",
 		AdminURL:     "http://127.0.0.1:18091",
@@ -53,6 +53,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Rounds:       3,
 		PersistBound: 30 * time.Second,
 	}
+	src.RejectUnknown()
 	if err := src.Err(); err != nil {
 		return err
 	}

@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"flashsale/benchmarks/report"
+	pkgconfig "flashsale/pkg/config"
 )
 
 func TestRunReportsEveryProblemBeforeDialing(t *testing.T) {
 	env := map[string]string{}
 	err := run(context.Background(), []string{"-shoppers", "0", "-gateway", "http://192.0.2.1:80"},
-		func(k string) string { return env[k] }, io.Discard, io.Discard)
+		pkgconfig.Vars(env), io.Discard, io.Discard)
 	if err == nil {
 		t.Fatal("run = nil, want the configuration problems")
 	}

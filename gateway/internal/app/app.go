@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -48,13 +49,20 @@ type Gateway struct {
 	dash     *web.Dashboard
 	public   *fasthttp.Server
 	admin    *fasthttp.Server
+	// limits are the rate limits the last load of the configuration set
+	// (New or Reload): a reload applies only those it changes.
+	limits limitSettings
+	// configBypass is FLASHSALE_QUEUE_BYPASS of the last load: a reload
+	// replaces it while the admission loop reads it.
+	configBypass atomic.Pointer[[]string]
 }
 
 // New dials the dependencies. It fails fast when one is missing, except the
 // Kafka broker, which the producer reaches lazily (purchases answer 503
 // until it does).
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, error) {
-	g := &Gateway{cfg: cfg, log: log}
+	g := &Gateway{cfg: cfg, log: log, limits: limitsOf(cfg)}
+	g.configBypass.Store(&cfg.QueueBypass)
 	var err error
 	// One node or a cluster's seed list: redisconn lets rueidis pick the mode.
 	g.redis, err = redisconn.New(cfg.RedisAddr, rueidis.ClientOption{
@@ -193,19 +201,20 @@ func (s slogPrintf) Printf(format string, args ...any) {
 }
 
 // Reload applies the settings that can change without a restart: the rate
-// limits and the configured bypass users. It is what SIGHUP does, after
-// re-reading the config file; other changed settings need a restart and are
-// reported.
+// limits whose value in cfg changed since the last load (see reloadLimits:
+// a limit set through PUT /admin/limits otherwise stays) and the configured
+// bypass users. It is what SIGHUP does, after re-reading the config file;
+// other settings need a restart. It is called from one goroutine.
 func (g *Gateway) Reload(ctx context.Context, cfg config.Config) {
-	g.api.PurchaseLimits.User.SetRule(cfg.LimitPurchaseUser)
-	g.api.PurchaseLimits.IP.SetRule(cfg.LimitPurchaseIP)
-	g.api.QueueLimits.User.SetRule(cfg.LimitQueueUser)
-	g.api.QueueLimits.IP.SetRule(cfg.LimitQueueIP)
-	g.cfg.QueueBypass = cfg.QueueBypass
+	next := limitsOf(cfg)
+	applied, kept := reloadLimits([4]*ratelimit.Limiter{g.api.PurchaseLimits.User, g.api.PurchaseLimits.IP,
+		g.api.QueueLimits.User, g.api.QueueLimits.IP}, g.limits, next)
+	g.limits = next
+	g.configBypass.Store(&cfg.QueueBypass)
 	g.refreshBypass(ctx)
-	g.log.Info("configuration reloaded",
-		"purchase_user", cfg.LimitPurchaseUser, "purchase_ip", cfg.LimitPurchaseIP,
-		"queue_user", cfg.LimitQueueUser, "queue_ip", cfg.LimitQueueIP, "bypass_users", len(cfg.QueueBypass))
+	g.log.Info("configuration reloaded", "limits_applied", applied, "limits_kept_from_admin_api", kept,
+		"purchase_user", g.api.PurchaseLimits.User.Rule(), "purchase_ip", g.api.PurchaseLimits.IP.Rule(),
+		"queue_user", g.api.QueueLimits.User.Rule(), "queue_ip", g.api.QueueLimits.IP.Rule(), "bypass_users", len(cfg.QueueBypass))
 }
 
 // Metrics exposes the counters (tests read them).
@@ -301,7 +310,7 @@ func (g *Gateway) refreshBypass(ctx context.Context) {
 		g.log.Warn("bypass list not refreshed", "err", err)
 		return
 	}
-	g.api.SetBypass(append(users, g.cfg.QueueBypass...))
+	g.api.SetBypass(append(users, *g.configBypass.Load()...))
 }
 
 func (g *Gateway) drainProducerEvents(ctx context.Context) {

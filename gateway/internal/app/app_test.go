@@ -20,7 +20,9 @@ import (
 
 	"flashsale/gateway/internal/catalog"
 	"flashsale/gateway/internal/config"
+	"flashsale/gateway/internal/ratelimit"
 	"flashsale/pkg/auth"
+	pkgconfig "flashsale/pkg/config"
 	"flashsale/pkg/event"
 	"flashsale/pkg/schema"
 	"flashsale/pkg/stock"
@@ -142,7 +144,7 @@ func (h *harness) startGateway(o harnessOpts) string {
 	for k, v := range o.env {
 		env[k] = v
 	}
-	cfg, err := config.Load(func(k string) string { return env[k] })
+	cfg, err := config.Load(pkgconfig.Vars(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,9 +465,16 @@ func TestSoldOutFlagClearsWhenStockReturns(t *testing.T) {
 	}
 }
 
-// SIGHUP's reload applies new limits to a running gateway.
+// SIGHUP's reload applies the limits whose value in the configuration
+// changed to a running gateway, and keeps a limit an operator set through
+// the admin API whose configured value did not change.
 func TestReloadAppliesLimits(t *testing.T) {
 	h := newHarness(t, harnessOpts{quantities: []int{10}, startsIn: -time.Minute})
+	setByAPI := h.doWith("PUT", h.admin+"/admin/limits", "", map[string]string{"Authorization": "Bearer test-admin-token-0123"},
+		[]byte(`{"queue":{"user":{"rate":7,"burst":9}}}`))
+	if setByAPI.Status != 200 {
+		t.Fatalf("set the queue limit through the API: %d %s", setByAPI.Status, setByAPI.Body)
+	}
 	for i := range 3 {
 		if got := h.do("POST", h.buyPath(h.items[0]), fmt.Sprintf("before-%d", i)); got.Status != 202 {
 			t.Fatalf("before reload: %d", got.Status)
@@ -475,7 +484,7 @@ func TestReloadAppliesLimits(t *testing.T) {
 		"FLASHSALE_JWT_HS256_KEY": string(jwtKey), "FLASHSALE_GATE_KEY": string(gateKey),
 		"FLASHSALE_ADMIN_TOKEN": "test-admin-token-0123", "FLASHSALE_LIMIT_PURCHASE_IP": "0.001/1",
 	}
-	cfg, err := config.Load(func(k string) string { return env[k] })
+	cfg, err := config.Load(pkgconfig.Vars(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,6 +494,9 @@ func TestReloadAppliesLimits(t *testing.T) {
 	}
 	if got := h.do("POST", h.buyPath(h.items[0]), "after-2"); got.Status != 429 {
 		t.Fatalf("second request from the same IP after reload: %d, want 429", got.Status)
+	}
+	if got := h.gw.api.QueueLimits.User.Rule(); got != (ratelimit.Rule{Rate: 7, Burst: 9}) {
+		t.Errorf("queue limit set through the API after a reload that left it alone: got %+v, want 7/9", got)
 	}
 	resp, err := http.Get(h.admin + "/metrics")
 	if err != nil {

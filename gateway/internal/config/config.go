@@ -126,9 +126,11 @@ type Config struct {
 	LogLevel        string
 }
 
-// Load reads the configuration from getenv (and FLASHSALE_CONFIG).
-func Load(getenv func(string) string) (Config, error) {
-	s := pkgconfig.NewSource(getenv)
+// Load reads the configuration from env (and FLASHSALE_CONFIG). A name in
+// the file or a FLASHSALE_* variable that no program of the project reads
+// is a problem like a bad value.
+func Load(env pkgconfig.Env) (Config, error) {
+	s := pkgconfig.NewSource(env)
 	c := Config{
 		Addr:                 s.String("FLASHSALE_GATEWAY_ADDR", "127.0.0.1:8080"),
 		AdminAddr:            s.String("FLASHSALE_GATEWAY_ADMIN_ADDR", "127.0.0.1:8081"),
@@ -171,6 +173,7 @@ func Load(getenv func(string) string) (Config, error) {
 		ShutdownTimeout:      s.Duration("FLASHSALE_SHUTDOWN_TIMEOUT", 15*time.Second),
 		LogLevel:             s.String("FLASHSALE_LOG_LEVEL", "info"),
 	}
+	s.RejectUnknown()
 	errs := []error{s.Err(), c.validate()}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("gateway config:\n%w", err)
@@ -209,7 +212,9 @@ func (c Config) validate() error {
 	need(c.PowChallengeTTL >= time.Second, "FLASHSALE_POW_CHALLENGE_TTL", "must be at least 1s")
 	need(c.CatalogRefresh > 0, "FLASHSALE_CATALOG_REFRESH", "must be positive")
 	need(c.StockPoll > 0, "FLASHSALE_STOCK_POLL", "must be positive")
-	need(c.ReadTimeout > 0 && c.WriteTimeout > 0 && c.IdleTimeout > 0, "FLASHSALE_READ/WRITE/IDLE_TIMEOUT", "must be positive")
+	need(c.ReadTimeout > 0, "FLASHSALE_READ_TIMEOUT", "must be positive")
+	need(c.WriteTimeout > 0, "FLASHSALE_WRITE_TIMEOUT", "must be positive")
+	need(c.IdleTimeout > 0, "FLASHSALE_IDLE_TIMEOUT", "must be positive")
 	need(c.MaxConnsPerIP >= 0, "FLASHSALE_MAX_CONNS_PER_IP", "must not be negative")
 	need(c.Concurrency > 0, "FLASHSALE_CONCURRENCY", "must be positive")
 	need(c.MaxBodyBytes > 0, "FLASHSALE_MAX_BODY_BYTES", "must be positive")

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	pkgconfig "flashsale/pkg/config"
 )
 
 func TestLoad(t *testing.T) {
@@ -24,17 +26,21 @@ func TestLoad(t *testing.T) {
 		{"bad limits and proxies", map[string]string{"FLASHSALE_LIMIT_PURCHASE_USER": "fast", "FLASHSALE_TRUSTED_PROXIES": "10.0.0.0/8,nonsense"},
 			[]string{"FLASHSALE_LIMIT_PURCHASE_USER", "FLASHSALE_TRUSTED_PROXIES"}},
 		{"publish timeout too short", map[string]string{"FLASHSALE_PUBLISH_TIMEOUT": "1ms"}, []string{"FLASHSALE_PUBLISH_TIMEOUT"}},
+		// The demo and the e2e harness start both services with one environment.
+		{"the order service's and the stack's variables are tolerated", map[string]string{"FLASHSALE_BATCH_SIZE": "9", "FLASHSALE_STACK_DIR": "/x"}, nil},
+		{"misspelled variable named with a suggestion, with the other problems", map[string]string{"FLASHSALE_TRUSTED_PROXY": "10.0.0.1", "FLASHSALE_STOCK_POLL": "0s"},
+			[]string{"FLASHSALE_TRUSTED_PROXY: unknown variable", "did you mean FLASHSALE_TRUSTED_PROXIES?", "FLASHSALE_STOCK_POLL"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := map[string]string{}
+			env := pkgconfig.Vars{}
 			for k, v := range good {
 				env[k] = v
 			}
 			for k, v := range tt.override {
 				env[k] = v
 			}
-			_, err := Load(func(k string) string { return env[k] })
+			_, err := Load(env)
 			if len(tt.wantErrs) == 0 {
 				if err != nil {
 					t.Fatalf("Load() error = %v", err)

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/url"
 	"time"
+
+	"flashsale/pkg/config"
 )
 
 // Options of a run; the flags of the loadtest command map onto them.
@@ -65,6 +67,24 @@ func Defaults() Options {
 	}
 }
 
+// FromEnv reads over Defaults what a run shares with the services, from env
+// and the FLASHSALE_CONFIG file as they read it: the admin token and the
+// JWT key (NAME, or the file named by NAME_FILE, so that they need not be
+// flags, which ps shows), the token issuer, and the database and Redis of
+// the audit. The error names every problem, a FLASHSALE_* name no program
+// of the project reads among them.
+func FromEnv(env config.Env) (Options, error) {
+	o := Defaults()
+	src := config.NewSource(env)
+	o.AdminToken = string(src.Secret("FLASHSALE_ADMIN_TOKEN"))
+	o.JWTKey = src.Secret("FLASHSALE_JWT_HS256_KEY")
+	o.JWTIssuer = src.String("FLASHSALE_JWT_ISSUER", o.JWTIssuer)
+	o.PostgresDSN = src.String("FLASHSALE_PG_DSN", o.PostgresDSN)
+	o.RedisAddr = src.String("FLASHSALE_REDIS_ADDR", o.RedisAddr)
+	src.RejectUnknown()
+	return o, src.Err()
+}
+
 // Validate reports every problem at once.
 func (o Options) Validate() error {
 	var errs []error
@@ -73,8 +93,8 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf(format, a...))
 		}
 	}
-	bad(len(o.JWTKey) >= 32, "-jwt-key (or FLASHSALE_JWT_HS256_KEY): missing or shorter than 32 bytes")
-	bad(o.AdminToken != "", "-admin-token (or FLASHSALE_ADMIN_TOKEN): missing")
+	bad(len(o.JWTKey) >= 32, "-jwt-key (or FLASHSALE_JWT_HS256_KEY or FLASHSALE_JWT_HS256_KEY_FILE): missing or shorter than 32 bytes")
+	bad(o.AdminToken != "", "-admin-token (or FLASHSALE_ADMIN_TOKEN or FLASHSALE_ADMIN_TOKEN_FILE): missing")
 	bad(o.Users > 0, "-users must be positive")
 	bad(o.Stock > 0, "-stock must be positive")
 	bad(o.Items > 0 && o.Items <= o.Stock, "-items must be between 1 and -stock")

@@ -5,10 +5,10 @@ package app
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -19,6 +19,7 @@ import (
 	"flashsale/ordersvc/internal/lag"
 	"flashsale/ordersvc/internal/sale"
 	"flashsale/ordersvc/internal/store"
+	pkgconfig "flashsale/pkg/config"
 	"flashsale/pkg/redisconn"
 	"flashsale/pkg/stock"
 )
@@ -35,52 +36,96 @@ commands:
   load-stock   --sale ID   load a sale's stock and holders into Redis from PostgreSQL
   reconcile    --sale ID [--repair]   compare Redis with PostgreSQL (one JSON line per difference,
                exit code 1 when they differ); --repair rewrites Redis, keeping orders in flight
+  help         this text; ordersvc COMMAND -h lists a command's flags
 
 load-stock and reconcile --repair first wait (FLASHSALE_RECONCILE_CATCHUP_TIMEOUT) until the
 consumer group has committed every order in the orders topic, and fail if it has not.
 
-configuration comes from FLASHSALE_* environment variables (see internal/config).
+Configuration comes from FLASHSALE_* environment variables over the file named by
+FLASHSALE_CONFIG (KEY=VALUE lines); README.md, "Configuration", lists them. A variable or
+file key no flashsale program reads is an error. The commands other than serve need no
+secrets, and say on stderr which database they use.
 `
 
+// action runs a command once its flags are parsed and the configuration
+// is loaded: output to stdout, logs and notes to stderr.
+type action func(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error
+
+// command is one subcommand: define declares its flags on fs and returns
+// its action, so that -h lists them before any configuration is read.
+type command struct {
+	mode    config.Mode
+	summary string
+	define  func(fs *flag.FlagSet) action
+}
+
+var commands = map[string]command{
+	"serve":       {config.Serve, "migrate, then run the consumer, relay, public and admin APIs", defineServe},
+	"migrate":     {config.Tool, "apply the database migrations", defineMigrate},
+	"create-sale": {config.Tool, "create a sale and its items in PostgreSQL (its stock is loaded by load-stock)", defineCreateSale},
+	"load-stock":  {config.Tool, "load a sale's stock and holders into Redis from PostgreSQL", defineLoadStock},
+	"reconcile":   {config.Tool, "compare a sale's Redis copy with PostgreSQL, and with --repair rewrite it", defineReconcile},
+}
+
 // Run executes the command in args (without the program name) and returns
-// its error; it prints command output to stdout and logs to stderr.
-func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// its error; it prints command output to stdout, and logs and notes to
+// stderr. Help (help, -h, --help, COMMAND -h) needs no configuration.
+func Run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr io.Writer) error {
 	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
+	if len(args) > 0 {
+		switch args[0] {
+		case "help", "-h", "-help", "--help":
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+		if !strings.HasPrefix(args[0], "-") {
+			cmd, args = args[0], args[1:]
+		}
 	}
-	mode := config.Tool
-	if cmd == "serve" {
-		mode = config.Serve
-	}
-	switch cmd {
-	case "serve", "migrate", "create-sale", "load-stock", "reconcile":
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	default:
+	c, ok := commands[cmd]
+	if !ok {
 		return fmt.Errorf("%w: unknown command %q\n%s", ErrUsage, cmd, usage)
 	}
-	cfg, err := config.Load(getenv, mode)
+	fs := newFlags(cmd, stdout)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: ordersvc %s [flags]\n\n%s.\n", cmd, c.summary)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintln(fs.Output(), "\nflags:")
+			fs.PrintDefaults()
+		}
+		fmt.Fprintln(fs.Output(), "\nConfiguration: see ordersvc -h.")
+	}
+	act := c.define(fs)
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	cfg, err := config.Load(env, c.mode)
 	if err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", "ordersvc")
-	switch cmd {
-	case "migrate":
-		return runMigrate(ctx, cfg, args, stdout)
-	case "create-sale":
-		return runCreateSale(ctx, cfg, args, stdout)
-	case "load-stock":
-		return runLoadStock(ctx, cfg, args, stdout)
-	case "reconcile":
-		return runReconcile(ctx, cfg, args, stdout)
-	default:
-		if len(args) > 0 {
-			return fmt.Errorf("%w: serve takes no arguments, got %q", ErrUsage, args)
-		}
+	return act(ctx, cfg, stdout, stderr)
+}
+
+func defineServe(*flag.FlagSet) action {
+	return func(ctx context.Context, cfg config.Config, _, stderr io.Writer) error {
+		log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", "ordersvc")
 		return Serve(ctx, cfg, log)
 	}
+}
+
+// sayDatabase tells the operator of a command-line tool which database it
+// is about to change: without configuration it is the development one.
+func sayDatabase(stderr io.Writer, cfg config.Config) {
+	from := "FLASHSALE_PG_DSN"
+	if cfg.PGDSNDefault {
+		from = "FLASHSALE_PG_DSN not set"
+	}
+	fmt.Fprintf(stderr, "ordersvc: using database %s (%s)\n", config.RedactedDSN(cfg.PGDSN), from)
 }
 
 func openPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
@@ -124,7 +169,8 @@ func stockStore(rc rueidis.Client, st *store.Store) *stock.Store {
 // openSales opens PostgreSQL, Redis and the lag reader for a one-shot sale
 // command (load-stock, reconcile) and builds the sale service over them,
 // waiting for the consumer as the server does; closeAll releases all three.
-func openSales(ctx context.Context, cfg config.Config) (svc *sale.Service, closeAll func(), err error) {
+func openSales(ctx context.Context, cfg config.Config, stderr io.Writer) (svc *sale.Service, closeAll func(), err error) {
+	sayDatabase(stderr, cfg)
 	pool, err := openPool(ctx, cfg)
 	if err != nil {
 		return nil, nil, err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"flashsale/ordersvc/internal/lag"
 	"flashsale/ordersvc/internal/sale"
 	"flashsale/pkg/auth"
+	pkgconfig "flashsale/pkg/config"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
 	"flashsale/pkg/testenv"
@@ -30,8 +32,8 @@ const (
 	adminToken = "admin-token-0123456789"
 )
 
-func getenv(env map[string]string) func(string) string {
-	return func(k string) string { return env[k] }
+func getenv(env map[string]string) pkgconfig.Vars {
+	return pkgconfig.Vars(env)
 }
 
 func TestRunCommandLine(t *testing.T) {
@@ -49,11 +51,12 @@ func TestRunCommandLine(t *testing.T) {
 		{"load-stock without a sale", []string{"load-stock"}, nil, app.ErrUsage, "--sale"},
 		{"create-sale with a bad item", []string{"create-sale", "--name", "x", "--starts-at", "+1s", "--item", "x:1"}, nil, sale.ErrInvalid, "name:price:quantity"},
 		{"create-sale with every problem", []string{"create-sale", "--starts-at", "+1s", "--payment-ttl", "0s"}, nil, sale.ErrInvalid, "paymentTtl"},
+		{"misspelled variable", []string{"migrate"}, map[string]string{"FLASHSALE_PG_DNS": "x"}, nil, "did you mean FLASHSALE_PG_DSN?"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := app.Run(context.Background(), tt.args, getenv(tt.env), &out)
+			err := app.Run(context.Background(), tt.args, getenv(tt.env), &out, io.Discard)
 			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 				t.Fatalf("got %v, want %v", err, tt.wantErr)
 			}
@@ -64,10 +67,78 @@ func TestRunCommandLine(t *testing.T) {
 	}
 }
 
+// Help needs no configuration, succeeds and prints to stdout; even a
+// configuration that would not load does not stand in its way.
+func TestHelp(t *testing.T) {
+	broken := map[string]string{"FLASHSALE_CONFIG": "/nonexistent", "FLASHSALE_NOPE": "1", "FLASHSALE_BATCH_SIZE": "x"}
+	tests := []struct {
+		name   string
+		args   []string
+		wantIn string
+	}{
+		{"help", []string{"help"}, "commands:"},
+		{"-h", []string{"-h"}, "commands:"},
+		{"--help", []string{"--help"}, "commands:"},
+		{"serve -h", []string{"serve", "-h"}, "usage: ordersvc serve"},
+		{"migrate -h", []string{"migrate", "-h"}, "usage: ordersvc migrate"},
+		{"create-sale --help", []string{"create-sale", "--help"}, "-starts-at"},
+		{"load-stock -h", []string{"load-stock", "-h"}, "-sale"},
+		{"reconcile -h", []string{"reconcile", "-h"}, "-repair"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, env := range []map[string]string{nil, broken} {
+				var out bytes.Buffer
+				if err := app.Run(context.Background(), tt.args, getenv(env), &out, io.Discard); err != nil {
+					t.Fatalf("env %v: got %v, want success", env, err)
+				}
+				if !strings.Contains(out.String(), tt.wantIn) {
+					t.Errorf("got %q, want it to contain %q", out.String(), tt.wantIn)
+				}
+			}
+		})
+	}
+}
+
+// A tool says on stderr which database it is about to use, before it dials
+// (the context here is cancelled, so nothing is reached): without
+// configuration it is the development database, which it says too.
+func TestToolsNameTheirDatabase(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name   string
+		args   []string
+		env    map[string]string
+		want   string
+		secret string // must not be printed
+	}{
+		{"migrate without configuration", []string{"migrate"}, nil,
+			"ordersvc: using database postgres://flashsale@127.0.0.1:15432/flashsale (FLASHSALE_PG_DSN not set)\n", ""},
+		{"reconcile with a configured database", []string{"reconcile", "--sale", "1"},
+			map[string]string{"FLASHSALE_PG_DSN": "postgres://ops:hunter2@127.0.0.1:1/sales?password=hunter2"},
+			"ordersvc: using database postgres://ops:xxxxx@127.0.0.1:1/sales (FLASHSALE_PG_DSN)\n", "hunter2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if err := app.Run(ctx, tt.args, getenv(tt.env), io.Discard, &stderr); err == nil {
+				t.Fatal("got success with a cancelled context")
+			}
+			if got := stderr.String(); !strings.HasPrefix(got, tt.want) {
+				t.Errorf("stderr: got %q, want it to start with %q", got, tt.want)
+			}
+			if tt.secret != "" && strings.Contains(stderr.String(), tt.secret) {
+				t.Error("password printed")
+			}
+		})
+	}
+}
+
 // toolEnv is the environment of the command-line tools: the local stack,
 // and an orders topic and consumer group of the test's own (load-stock and
 // reconcile --repair wait for that group to catch up with that topic).
-func toolEnv(t *testing.T, extra map[string]string) (env func(string) string, topic, group string) {
+func toolEnv(t *testing.T, extra map[string]string) (env pkgconfig.Vars, topic, group string) {
 	t.Helper()
 	testenv.Require(t, testenv.PostgresAddr(), testenv.RedisAddr(), testenv.KafkaBrokers())
 	suffix := uuid.NewString()[:8]
@@ -80,7 +151,7 @@ func toolEnv(t *testing.T, extra map[string]string) (env func(string) string, to
 	env = getenv(m)
 	// Each test may be the first on a fresh database (tern serializes
 	// concurrent migrations with an advisory lock).
-	if err := app.Run(testenv.Context(t), []string{"migrate"}, env, &bytes.Buffer{}); err != nil {
+	if err := app.Run(testenv.Context(t), []string{"migrate"}, env, &bytes.Buffer{}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	return env, topic, group
@@ -92,12 +163,12 @@ func TestCreateSaleAndLoadStock(t *testing.T) {
 	ctx := testenv.Context(t)
 	env, _, _ := toolEnv(t, nil)
 	var out bytes.Buffer
-	if err := app.Run(ctx, []string{"migrate"}, env, &out); err != nil {
+	if err := app.Run(ctx, []string{"migrate"}, env, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
 	err := app.Run(ctx, []string{"create-sale", "--name", "cli " + t.Name(), "--starts-at", "+30s", "--duration", "2h",
-		"--payment-ttl", "5m", "--item", "phone:199.99:10:sku-1", "--item", "case:5:3"}, env, &out)
+		"--payment-ttl", "5m", "--item", "phone:199.99:10:sku-1", "--item", "case:5:3"}, env, &out, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +183,7 @@ func TestCreateSaleAndLoadStock(t *testing.T) {
 	var first string
 	for run := 1; run <= 2; run++ {
 		out.Reset()
-		if err := app.Run(ctx, []string{"load-stock", "--sale", fmt.Sprint(v.ID)}, env, &out); err != nil {
+		if err := app.Run(ctx, []string{"load-stock", "--sale", fmt.Sprint(v.ID)}, env, &out, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		var res sale.LoadResult
@@ -178,7 +249,7 @@ func TestServe(t *testing.T) {
 
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- app.Run(sctx, []string{"serve"}, env, &bytes.Buffer{}) }()
+	go func() { done <- app.Run(sctx, []string{"serve"}, env, &bytes.Buffer{}, io.Discard) }()
 	t.Cleanup(stop)
 	admin, public := "http://"+adminAddr, "http://"+publicAddr
 	bearer := "Bearer " + adminToken
@@ -286,14 +357,14 @@ func TestReconcileCommand(t *testing.T) {
 	ctx := testenv.Context(t)
 	env, _, _ := toolEnv(t, nil)
 	var out bytes.Buffer
-	if err := app.Run(ctx, []string{"create-sale", "--name", "reconcile " + t.Name(), "--starts-at", "+0s", "--item", "phone:10:3"}, env, &out); err != nil {
+	if err := app.Run(ctx, []string{"create-sale", "--name", "reconcile " + t.Name(), "--starts-at", "+0s", "--item", "phone:10:3"}, env, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	var v sale.View
 	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
 		t.Fatal(err)
 	}
-	if err := app.Run(ctx, []string{"load-stock", "--sale", fmt.Sprint(v.ID)}, env, &bytes.Buffer{}); err != nil {
+	if err := app.Run(ctx, []string{"load-stock", "--sale", fmt.Sprint(v.ID)}, env, &bytes.Buffer{}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
@@ -330,7 +401,7 @@ func TestReconcileCommand(t *testing.T) {
 	}
 	for _, st := range steps {
 		out.Reset()
-		err := app.Run(ctx, st.args, env, &out)
+		err := app.Run(ctx, st.args, env, &out, io.Discard)
 		if !errors.Is(err, st.wantErr) {
 			t.Fatalf("%s: got %v, want %v", st.name, err, st.wantErr)
 		}
@@ -347,7 +418,7 @@ func TestReconcileCommand(t *testing.T) {
 			t.Errorf("%s: summary %v", st.name, sum)
 		}
 	}
-	if err := app.Run(ctx, []string{"reconcile"}, env, &out); !errors.Is(err, app.ErrUsage) {
+	if err := app.Run(ctx, []string{"reconcile"}, env, &out, io.Discard); !errors.Is(err, app.ErrUsage) {
 		t.Errorf("reconcile without --sale: got %v, want ErrUsage", err)
 	}
 }
@@ -360,7 +431,7 @@ func TestLoadStockWaitsForTheConsumer(t *testing.T) {
 	ctx := testenv.Context(t)
 	env, topic, group := toolEnv(t, map[string]string{"FLASHSALE_RECONCILE_CATCHUP_TIMEOUT": "300ms"})
 	var out bytes.Buffer
-	if err := app.Run(ctx, []string{"create-sale", "--name", "lag " + t.Name(), "--starts-at", "+0s", "--item", "phone:10:3"}, env, &out); err != nil {
+	if err := app.Run(ctx, []string{"create-sale", "--name", "lag " + t.Name(), "--starts-at", "+0s", "--item", "phone:10:3"}, env, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	var v sale.View
@@ -370,7 +441,7 @@ func TestLoadStockWaitsForTheConsumer(t *testing.T) {
 	publish(t, topic, event.OrderPlaced{Version: 1, OrderID: uuid.New(), SaleID: v.ID, ItemID: v.Items[0].ID, UserID: "alice", PlacedAt: time.Now()})
 
 	out.Reset()
-	err := app.Run(ctx, []string{"load-stock", "--sale", fmt.Sprint(v.ID)}, env, &out)
+	err := app.Run(ctx, []string{"load-stock", "--sale", fmt.Sprint(v.ID)}, env, &out, io.Discard)
 	if !errors.Is(err, lag.ErrLagging) {
 		t.Fatalf("load-stock with an order uncommitted: got %v, want lag.ErrLagging", err)
 	}
@@ -392,7 +463,7 @@ func TestLoadStockWaitsForTheConsumer(t *testing.T) {
 	}
 
 	commitAll(t, topic, group, 1)
-	if err := app.Run(ctx, []string{"load-stock", "--sale", fmt.Sprint(v.ID)}, env, &out); err != nil {
+	if err := app.Run(ctx, []string{"load-stock", "--sale", fmt.Sprint(v.ID)}, env, &out, io.Discard); err != nil {
 		t.Fatalf("load-stock once the group committed: %v", err)
 	}
 }

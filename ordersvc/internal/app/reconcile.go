@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 
@@ -30,27 +31,30 @@ type reconcileSummary struct {
 	Items       []sale.ItemReconciliation `json:"items"`
 }
 
-// runReconcile compares a sale's Redis copy with PostgreSQL and prints one
+// defineReconcile declares reconcile's flags. The command compares a
+// sale's Redis copy with PostgreSQL and prints one
 // JSON line per difference, then a summary line. Without --repair it
 // returns ErrDifferences when there are any; with --repair it rewrites
 // Redis from PostgreSQL (keeping orders in flight) and succeeds once the
 // rewrite is written.
-func runReconcile(ctx context.Context, cfg config.Config, args []string, stdout io.Writer) error {
-	fs := newFlags("reconcile", stdout)
+func defineReconcile(fs *flag.FlagSet) action {
 	id := fs.Int64("sale", 0, "sale id (required)")
 	repair := fs.Bool("repair", false, "rewrite Redis from PostgreSQL when they differ")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
+		if *id <= 0 {
+			return fmt.Errorf("%w: reconcile: --sale must be a positive sale id", ErrUsage)
+		}
+		return reconcile(ctx, cfg, *id, *repair, stdout, stderr)
 	}
-	if *id <= 0 {
-		return fmt.Errorf("%w: reconcile: --sale must be a positive sale id", ErrUsage)
-	}
-	sales, closeAll, err := openSales(ctx, cfg)
+}
+
+func reconcile(ctx context.Context, cfg config.Config, id int64, repair bool, stdout, stderr io.Writer) error {
+	sales, closeAll, err := openSales(ctx, cfg, stderr)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
-	rec, err := sales.Reconcile(ctx, *id, *repair)
+	rec, err := sales.Reconcile(ctx, id, repair)
 	if err != nil {
 		return err
 	}

@@ -39,20 +39,20 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-func runMigrate(ctx context.Context, cfg config.Config, args []string, stdout io.Writer) error {
-	if err := parseFlags(newFlags("migrate", stdout), args); err != nil {
-		return err
+func defineMigrate(*flag.FlagSet) action {
+	return func(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
+		sayDatabase(stderr, cfg)
+		pool, err := openPool(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		from, to, err := store.Migrate(ctx, pool)
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, map[string]int32{"fromVersion": from, "toVersion": to})
 	}
-	pool, err := openPool(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	from, to, err := store.Migrate(ctx, pool)
-	if err != nil {
-		return err
-	}
-	return printJSON(stdout, map[string]int32{"fromVersion": from, "toVersion": to})
 }
 
 type itemFlags []string
@@ -60,8 +60,7 @@ type itemFlags []string
 func (f *itemFlags) String() string     { return strings.Join(*f, ",") }
 func (f *itemFlags) Set(v string) error { *f = append(*f, v); return nil }
 
-func runCreateSale(ctx context.Context, cfg config.Config, args []string, stdout io.Writer) error {
-	fs := newFlags("create-sale", stdout)
+func defineCreateSale(fs *flag.FlagSet) action {
 	name := fs.String("name", "", "sale name (required)")
 	startsAt := fs.String("starts-at", "", "start time, RFC 3339 or +duration from now, e.g. +30s (required)")
 	duration := fs.Duration("duration", time.Hour, "how long the sale stays open")
@@ -73,55 +72,53 @@ func runCreateSale(ctx context.Context, cfg config.Config, args []string, stdout
 	shards := fs.Int("shards", 1, "Redis shards per item's stock (more for a hot item on a Redis Cluster)")
 	var items itemFlags
 	fs.Var(&items, "item", "name:price:quantity[:productId], repeatable (at least one)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	start, err := sale.ParseStart(*startsAt, time.Now())
-	if err != nil {
-		return err
-	}
-	ns := store.NewSale{Name: *name, StartsAt: start, EndsAt: start.Add(*duration), PaymentTTL: *ttl,
-		Queue: store.Queue{Enabled: *queued, Draw: *draw, AdmissionRate: *rate, PowDifficulty: *pow}, StockShards: *shards}
-	for _, spec := range items {
-		it, err := sale.ParseItem(spec)
+	return func(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
+		start, err := sale.ParseStart(*startsAt, time.Now())
 		if err != nil {
 			return err
 		}
-		ns.Items = append(ns.Items, it)
+		ns := store.NewSale{Name: *name, StartsAt: start, EndsAt: start.Add(*duration), PaymentTTL: *ttl,
+			Queue: store.Queue{Enabled: *queued, Draw: *draw, AdmissionRate: *rate, PowDifficulty: *pow}, StockShards: *shards}
+		for _, spec := range items {
+			it, err := sale.ParseItem(spec)
+			if err != nil {
+				return err
+			}
+			ns.Items = append(ns.Items, it)
+		}
+		if err := sale.Validate(ns); err != nil {
+			return err
+		}
+		sayDatabase(stderr, cfg)
+		pool, err := openPool(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		// No Redis here: loading stock is its own step (load-stock).
+		v, err := sale.NewService(store.New(pool), nil).Create(ctx, ns)
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, v)
 	}
-	if err := sale.Validate(ns); err != nil {
-		return err
-	}
-	pool, err := openPool(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	// No Redis here: loading stock is its own step (load-stock).
-	v, err := sale.NewService(store.New(pool), nil).Create(ctx, ns)
-	if err != nil {
-		return err
-	}
-	return printJSON(stdout, v)
 }
 
-func runLoadStock(ctx context.Context, cfg config.Config, args []string, stdout io.Writer) error {
-	fs := newFlags("load-stock", stdout)
+func defineLoadStock(fs *flag.FlagSet) action {
 	id := fs.Int64("sale", 0, "sale id (required)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
+		if *id <= 0 {
+			return fmt.Errorf("%w: load-stock: --sale must be a positive sale id", ErrUsage)
+		}
+		sales, closeAll, err := openSales(ctx, cfg, stderr)
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+		res, err := sales.LoadStock(ctx, *id)
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, res)
 	}
-	if *id <= 0 {
-		return fmt.Errorf("%w: load-stock: --sale must be a positive sale id", ErrUsage)
-	}
-	sales, closeAll, err := openSales(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer closeAll()
-	res, err := sales.LoadStock(ctx, *id)
-	if err != nil {
-		return err
-	}
-	return printJSON(stdout, res)
 }

@@ -39,6 +39,7 @@ func (Secret) LogValue() slog.Value { return slog.StringValue("[redacted]") }
 // Config is every setting of ordersvc.
 type Config struct {
 	PGDSN        string // FLASHSALE_PG_DSN
+	PGDSNDefault bool   // FLASHSALE_PG_DSN set nowhere: PGDSN is the development database
 	RedisAddr    string // FLASHSALE_REDIS_ADDR
 	KafkaBrokers string // FLASHSALE_KAFKA_BROKERS
 	// KafkaAllowWeakTopic lets the service start on brokers off this machine
@@ -90,10 +91,12 @@ const (
 	MinWebhookSecretLen = 32
 )
 
-// Load reads the settings over their defaults and validates them for mode.
-// The error lists every problem, each naming its variable.
-func Load(getenv func(string) string, mode Mode) (Config, error) {
-	src := pkgconfig.NewSource(getenv)
+// Load reads the settings from env (and FLASHSALE_CONFIG) over their
+// defaults and validates them for mode. The error lists every problem, each
+// naming its variable; a name in the file or a FLASHSALE_* variable that no
+// program of the project reads is one.
+func Load(env pkgconfig.Env, mode Mode) (Config, error) {
+	src := pkgconfig.NewSource(env)
 	c := Config{
 		PGDSN:               src.String("FLASHSALE_PG_DSN", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable"),
 		RedisAddr:           src.String("FLASHSALE_REDIS_ADDR", "127.0.0.1:16379"),
@@ -121,10 +124,12 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		AbandonInterval:   src.Duration("FLASHSALE_ABANDON_INTERVAL", 5*time.Second),
 
 		PaymentWebhookSecret: src.Secret("FLASHSALE_PAYMENT_WEBHOOK_SECRET"),
+		PGDSNDefault:         !src.IsSet("FLASHSALE_PG_DSN"),
 	}
 	if lv := src.String("FLASHSALE_LOG_LEVEL", "info"); c.LogLevel.UnmarshalText([]byte(lv)) != nil {
 		src.Fail("FLASHSALE_LOG_LEVEL", fmt.Errorf("want debug, info, warn or error, got %q", lv))
 	}
+	src.RejectUnknown()
 	return c, errors.Join(src.Err(), c.Validate(mode))
 }
 
@@ -215,4 +220,15 @@ func (c Config) Validate(mode Mode) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RedactedDSN is dsn without its password and query (which may carry one),
+// for saying which database a tool uses.
+func RedactedDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparsable DSN)"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u.Redacted()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"flashsale/ordersvc/internal/config"
+	pkgconfig "flashsale/pkg/config"
 )
 
 func TestLoad(t *testing.T) {
@@ -68,12 +69,29 @@ func TestLoad(t *testing.T) {
 					t.Errorf("webhook secret: %d bytes", len(c.PaymentWebhookSecret))
 				}
 			}},
+		// The demo and the e2e harness start both services with one environment.
+		{name: "the gateway's and the stack's variables are tolerated", mode: config.Tool,
+			env: map[string]string{"FLASHSALE_GATE_KEY": "x", "FLASHSALE_LIMIT_QUEUE_IP": "off", "FLASHSALE_KAFKA_PORT": "1"}},
+		{name: "misspelled variable named with the other problems", mode: config.Tool,
+			env:     map[string]string{"FLASHSALE_BATCH_SIZ": "10", "FLASHSALE_BATCH_WAIT": "soon"},
+			wantErr: []string{"FLASHSALE_BATCH_SIZ: unknown variable", "did you mean FLASHSALE_BATCH_SIZE?", "FLASHSALE_BATCH_WAIT"}},
+		{name: "the development database is said to be the default", mode: config.Tool, check: func(t *testing.T, c config.Config) {
+			if !c.PGDSNDefault {
+				t.Error("PGDSNDefault false with FLASHSALE_PG_DSN unset")
+			}
+		}},
+		{name: "a configured database is not the default", mode: config.Tool, env: map[string]string{"FLASHSALE_PG_DSN": "postgres://u@h/db"},
+			check: func(t *testing.T, c config.Config) {
+				if c.PGDSNDefault {
+					t.Error("PGDSNDefault true with FLASHSALE_PG_DSN set")
+				}
+			}},
 		{name: "same address twice", mode: config.Serve, env: merge(secrets, map[string]string{"FLASHSALE_ORDERSVC_ADMIN_ADDR": "127.0.0.1:8090"}),
 			wantErr: []string{"FLASHSALE_ORDERSVC_ADMIN_ADDR"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := config.Load(func(k string) string { return tt.env[k] }, tt.mode)
+			c, err := config.Load(pkgconfig.Vars(tt.env), tt.mode)
 			if len(tt.wantErr) == 0 {
 				if err != nil {
 					t.Fatalf("got %v, want valid", err)
@@ -96,9 +114,7 @@ func TestLoad(t *testing.T) {
 }
 
 func TestSecretsDoNotPrint(t *testing.T) {
-	c, _ := config.Load(func(k string) string {
-		return map[string]string{"FLASHSALE_JWT_HS256_KEY": "super-secret-key-super-secret-key"}[k]
-	}, config.Tool)
+	c, _ := config.Load(pkgconfig.Vars{"FLASHSALE_JWT_HS256_KEY": "super-secret-key-super-secret-key"}, config.Tool)
 	for _, s := range []string{c.JWTKey.String(), fmt.Sprintf("%v %+v", c, c)} {
 		if strings.Contains(s, "super-secret") {
 			t.Errorf("secret printed: %s", s)
@@ -115,4 +131,19 @@ func merge(a, b map[string]string) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+func TestRedactedDSN(t *testing.T) {
+	tests := []struct{ name, dsn, want string }{
+		{"no password", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable", "postgres://flashsale@127.0.0.1:15432/flashsale"},
+		{"password hidden", "postgres://u:hunter2@db:5432/x", "postgres://u:xxxxx@db:5432/x"},
+		{"password in the query dropped", "postgres://u@db/x?password=hunter2&sslmode=require", "postgres://u@db/x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := config.RedactedDSN(tt.dsn); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
 }
