@@ -255,8 +255,8 @@ kafka_node_start() { # NAME CLUSTER_ID
 	echo $! >"$pidfile"
 }
 
-kafka_node_stop() { # NAME
-	local name="$1" pidfile pid
+kafka_node_stop() { # NAME [SECONDS to wait for the controlled shutdown, 60]
+	local name="$1" grace="${2:-60}" pidfile pid
 	pidfile="$(kafka_pidfile "$name")"
 	if ! kafka_node_running "$name"; then
 		rm -f "$pidfile"
@@ -266,8 +266,8 @@ kafka_node_stop() { # NAME
 	# SIGTERM: a controlled shutdown (leadership moves to the other nodes
 	# first, the log is flushed and closed cleanly).
 	kill -TERM "$pid" 2>/dev/null || true
-	if ! wait_gone "$pid" 60; then
-		note "kafka node $name (pid $pid) did not exit 60s after SIGTERM; killing it"
+	if ! wait_gone "$pid" "$grace"; then
+		note "kafka node $name (pid $pid) did not exit ${grace}s after SIGTERM; killing it (acknowledged records are in the page cache; the next start recovers the log)"
 		kill -KILL "$pid" 2>/dev/null || true
 		wait_gone "$pid" 5 || die "kafka node $name (pid $pid) does not die"
 	fi
@@ -374,10 +374,13 @@ kafka-cluster_start() {
 
 kafka-cluster_stop() {
 	local n pids=()
-	# In parallel: a node's controlled shutdown waits for the others to take
-	# its leaderships; stopped one by one, the last waits for nobody.
+	# In parallel, 20 s each: a node's controlled shutdown asks the
+	# controller quorum to move its leaderships, and once two of the three
+	# are going the quorum is gone, so the last ones wait for it in vain
+	# (one by one, the last node waits the same way). Nothing acknowledged
+	# is lost by the SIGKILL that follows: it is in the page cache.
 	for n in $(kafka_cluster_names); do
-		kafka_node_stop "$n" &
+		kafka_node_stop "$n" 20 &
 		pids+=($!)
 	done
 	for n in "${pids[@]}"; do wait "$n" || die "stopping a kafka cluster node failed"; done
