@@ -45,7 +45,7 @@ func (s timingSale) purchasePath(gate string) string {
 	return fmt.Sprintf("/api/flash-sales/%d/g/%s/items/%d/purchase", s.saleID, gate, s.itemID)
 }
 
-func createTimingSale(b *testing.B, pool *pgxpool.Pool, quantity int) timingSale {
+func createTimingSale(b testing.TB, pool *pgxpool.Pool, quantity int) timingSale {
 	b.Helper()
 	ctx := testenv.Context(b)
 	var s timingSale
@@ -66,7 +66,7 @@ func createTimingSale(b *testing.B, pool *pgxpool.Pool, quantity int) timingSale
 // timingAPI builds the gateway's API over a catalog read from PostgreSQL.
 // Nothing here reaches Redis or Kafka: every request benchmarked is refused
 // before the buying step, so Buyer stays nil and a mistake shows as a panic.
-func timingAPI(b *testing.B, purchase Limits) (*API, timingSale, timingSale) {
+func timingAPI(b testing.TB, purchase Limits) (*API, timingSale, timingSale) {
 	b.Helper()
 	testenv.Require(b, testenv.PostgresAddr())
 	ctx := testenv.Context(b)
