@@ -29,17 +29,23 @@ var components = []struct {
 // on every Linux architecture Go supports.
 const userHZ = 100
 
-// cpuSample is the CPU time each component's processes have used so far.
-type cpuSample map[string]time.Duration
+// cpuSample is the CPU time each process of the stack has used so far, by
+// pid, with its component.
+type cpuSample map[int]procTime
 
-// sampleCPU reads /proc once. Processes that end between two samples are
-// undercounted, which does not happen during a sale (none of them restarts).
-// On a system without /proc it returns an empty sample.
+type procTime struct {
+	component string
+	cpu       time.Duration
+}
+
+// sampleCPU reads /proc once. On a system without /proc it returns an
+// empty sample.
 func sampleCPU() cpuSample {
 	out := cpuSample{}
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
-		if _, err := strconv.Atoi(d.Name()); err != nil {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
 			continue
 		}
 		cmd, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
@@ -52,7 +58,7 @@ func sampleCPU() cpuSample {
 				continue
 			}
 			if t, ok := procCPU(d.Name()); ok {
-				out[c.name] += t
+				out[pid] = procTime{component: c.name, cpu: t}
 			}
 			break
 		}
@@ -85,11 +91,19 @@ func procCPU(pid string) (time.Duration, bool) {
 	return time.Duration(ut+st) * time.Second / userHZ, true
 }
 
-// sub is the CPU used between two samples, per component.
-func (s cpuSample) sub(before cpuSample) cpuSample {
-	out := cpuSample{}
-	for k, v := range s {
-		out[k] = v - before[k]
+// since is the CPU each component used between before and s: per process,
+// from its time in before (or from its start when it began after before).
+// A process that ended in between is not counted (a previous run's
+// services still stopping would otherwise subtract their whole life).
+func (s cpuSample) since(before cpuSample) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for pid, p := range s {
+		b, ok := before[pid]
+		if ok && b.component == p.component {
+			out[p.component] += p.cpu - b.cpu
+		} else {
+			out[p.component] += p.cpu
+		}
 	}
 	return out
 }

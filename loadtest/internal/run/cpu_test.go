@@ -26,14 +26,26 @@ func TestProcCPUGrowsWithWork(t *testing.T) {
 	}
 }
 
-func TestCPUSampleSub(t *testing.T) {
-	a := cpuSample{"gateway": 3 * time.Second, "kafka": time.Second}
-	b := cpuSample{"gateway": 5 * time.Second, "kafka": 4 * time.Second, "redis": time.Second}
-	got := b.sub(a)
-	want := cpuSample{"gateway": 2 * time.Second, "kafka": 3 * time.Second, "redis": time.Second}
+func TestCPUSince(t *testing.T) {
+	before := cpuSample{
+		10: {"gateway", 3 * time.Second},
+		11: {"kafka", time.Second},
+		12: {"ordersvc", 9 * time.Second}, // a previous run's, gone by the second sample
+	}
+	after := cpuSample{
+		10: {"gateway", 5 * time.Second},
+		11: {"kafka", 4 * time.Second},
+		13: {"redis", time.Second}, // started in between
+		14: {"gateway", 500 * time.Millisecond},
+	}
+	got := after.since(before)
+	want := map[string]time.Duration{"gateway": 2500 * time.Millisecond, "kafka": 3 * time.Second, "redis": time.Second}
+	if len(got) != len(want) {
+		t.Errorf("since = %v, want %v", got, want)
+	}
 	for k, v := range want {
 		if got[k] != v {
-			t.Errorf("sub[%s] = %v, want %v", k, got[k], v)
+			t.Errorf("since[%s] = %v, want %v", k, got[k], v)
 		}
 	}
 }

@@ -191,7 +191,7 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 	go func() { <-attackCtx.Done(); atk.Stop() }()
 	// CPU of every process of the stack from the first request to the last
 	// unit sold: what selling costs, per accepted order.
-	cpuStart, cpuSold := sampleCPU(), cpuSample(nil)
+	cpuStart, cpuSold := sampleCPU(), map[string]time.Duration(nil)
 	for r := range atk.Attack(targeter, pacer, o.Duration, "flashsale") {
 		if r.Method == "" { // the targeter ran dry; no request was sent
 			continue
@@ -201,7 +201,7 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 		if k == outcome.Accepted {
 			if sold.Add(1) == int64(o.Stock) {
 				close(soldOut)
-				cpuSold = sampleCPU().sub(cpuStart)
+				cpuSold = sampleCPU().since(cpuStart)
 			}
 			if i, err := crowd.ShopperOf(r.URL); err == nil {
 				accepted[id] = cr.Users[i]
