@@ -22,6 +22,19 @@ var errNotReady = errors.New("not ready")
 // decides, since repartitioning moves every key.
 var errMismatch = errors.New("topic differs from its specification")
 
+// withAdmin runs f with an admin client of bootstrap, the whole bounded by
+// timeout.
+func withAdmin(ctx context.Context, bootstrap string, timeout time.Duration, f func(context.Context, *kafka.AdminClient) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ac, err := newAdmin(bootstrap, timeout)
+	if err != nil {
+		return err
+	}
+	defer ac.Close()
+	return f(ctx, ac)
+}
+
 func newAdmin(bootstrap string, timeout time.Duration) (*kafka.AdminClient, error) {
 	ac, err := kafka.NewAdminClient(&kafka.ConfigMap{
 		"bootstrap.servers":        bootstrap,
@@ -42,14 +55,7 @@ func newAdmin(bootstrap string, timeout time.Duration) (*kafka.AdminClient, erro
 // probe succeeds once the cluster lists cfg.Brokers brokers and names a
 // controller: a node that answers metadata before it has caught up with the
 // quorum lists fewer.
-func probe(ctx context.Context, cfg ProbeConfig, stdout io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-	ac, err := newAdmin(cfg.Bootstrap, cfg.Timeout)
-	if err != nil {
-		return err
-	}
-	defer ac.Close()
+func probe(ctx context.Context, ac *kafka.AdminClient, cfg ProbeConfig, stdout io.Writer) error {
 	d, err := ac.DescribeCluster(ctx)
 	if err != nil {
 		return fmt.Errorf("probe %s: describe cluster: %w", cfg.Bootstrap, err)
@@ -85,15 +91,7 @@ func topicConfig(cfg TopicsConfig) map[string]string {
 // waits until every partition has a leader, so the first produce after it
 // returns does not meet LEADER_NOT_AVAILABLE. Running it twice changes
 // nothing.
-func ensureTopics(ctx context.Context, cfg TopicsConfig, stdout io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-	ac, err := newAdmin(cfg.Bootstrap, cfg.Timeout)
-	if err != nil {
-		return err
-	}
-	defer ac.Close()
-
+func ensureTopics(ctx context.Context, ac *kafka.AdminClient, cfg TopicsConfig, stdout io.Writer) error {
 	conf := topicConfig(cfg)
 	specs := make([]kafka.TopicSpecification, 0, len(cfg.Topics))
 	for _, t := range cfg.Topics {

@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
 
 func main() {
@@ -50,13 +52,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return probe(ctx, cfg, stdout)
+		return withAdmin(ctx, cfg.Bootstrap, cfg.Timeout, func(ctx context.Context, ac *kafka.AdminClient) error {
+			return probe(ctx, ac, cfg, stdout)
+		})
 	case "topics":
 		cfg, err := parseTopics(args[1:], stderr)
 		if err != nil {
 			return err
 		}
-		return ensureTopics(ctx, cfg, stdout)
+		return withAdmin(ctx, cfg.Bootstrap, cfg.Timeout, func(ctx context.Context, ac *kafka.AdminClient) error {
+			return ensureTopics(ctx, ac, cfg, stdout)
+		})
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return flag.ErrHelp

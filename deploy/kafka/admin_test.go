@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// bootstrap is the one-node Kafka of the local stack (make up), as the
+// other modules' testenv names it.
+func bootstrap() string {
+	if v := os.Getenv("FLASHSALE_KAFKA_BROKERS"); v != "" {
+		return v
+	}
+	return "127.0.0.1:" + envOr("FLASHSALE_KAFKA_PORT", "19092")
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func TestProbe(t *testing.T) {
+	ctx := context.Background()
+	var out bytes.Buffer
+	if err := run(ctx, []string{"probe", "-bootstrap", bootstrap()}, &out, io.Discard); err != nil {
+		t.Fatalf("probe of the local broker: %v (is the stack up? make up)", err)
+	}
+	if !strings.Contains(out.String(), "ok: cluster") {
+		t.Errorf("probe printed %q", out.String())
+	}
+	// one node cannot list three brokers: not ready, not a crash
+	err := withAdmin(ctx, bootstrap(), 5*time.Second, func(ctx context.Context, ac *kafka.AdminClient) error {
+		return probe(ctx, ac, ProbeConfig{Bootstrap: bootstrap(), Brokers: 3}, io.Discard)
+	})
+	if !errors.Is(err, errNotReady) {
+		t.Errorf("probe wanting 3 brokers of one: %v, want errNotReady", err)
+	}
+	if err := run(ctx, []string{"probe", "-bootstrap", "127.0.0.1:1", "-timeout", "500ms"}, io.Discard, io.Discard); err == nil {
+		t.Error("probe of a closed port succeeded")
+	}
+}
+
+// Topics are created with their settings, a second run changes nothing,
+// and a topic of another shape is reported, not altered.
+func TestEnsureTopics(t *testing.T) {
+	ctx := context.Background()
+	name := fmt.Sprintf("test-kafka-admin-%d", time.Now().UnixNano())
+	cfg, err := parseTopics([]string{"-bootstrap", bootstrap(), "-topics", name + "," + name + ".dlq",
+		"-partitions", "3", "-replication-factor", "1", "-min-insync-replicas", "1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = withAdmin(context.Background(), bootstrap(), 10*time.Second, func(ctx context.Context, ac *kafka.AdminClient) error {
+			_, err := ac.DeleteTopics(ctx, cfg.Topics)
+			return err
+		})
+	})
+	ensure := func(c TopicsConfig) (string, error) {
+		var out bytes.Buffer
+		err := withAdmin(ctx, c.Bootstrap, c.Timeout, func(ctx context.Context, ac *kafka.AdminClient) error {
+			return ensureTopics(ctx, ac, c, &out)
+		})
+		return out.String(), err
+	}
+	out, err := ensure(cfg)
+	if err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+	if strings.Count(out, "created topic") != 2 || strings.Count(out, "ready: 3 partitions, replication factor 1") != 2 {
+		t.Errorf("first run printed %q, want both topics created and ready", out)
+	}
+	out, err = ensure(cfg)
+	if err != nil || strings.Contains(out, "created") {
+		t.Errorf("second run: %q, %v; want nothing created, no error", out, err)
+	}
+	var conf map[string]string
+	if err := withAdmin(ctx, bootstrap(), 10*time.Second, func(ctx context.Context, ac *kafka.AdminClient) error {
+		res, err := ac.DescribeConfigs(ctx, []kafka.ConfigResource{{Type: kafka.ResourceTopic, Name: name}})
+		if err != nil {
+			return err
+		}
+		conf = map[string]string{}
+		for k, e := range res[0].Config {
+			conf[k] = e.Value
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range topicConfig(cfg) {
+		if conf[k] != want {
+			t.Errorf("topic %s: %s = %q, want %q", name, k, conf[k], want)
+		}
+	}
+	wider := cfg
+	wider.Partitions = 6
+	if _, err := ensure(wider); !errors.Is(err, errMismatch) {
+		t.Errorf("asking 6 partitions of a 3-partition topic: %v, want errMismatch", err)
+	}
+}
+
+func TestParseTopicsFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"defaults are production's", nil, ""},
+		{"no topics", []string{"-topics", " , "}, "topics: none given"},
+		// acks=all could never be satisfied
+		{"min ISR above the replication factor", []string{"-replication-factor", "1", "-min-insync-replicas", "2"}, "min-insync-replicas"},
+		{"zero partitions", []string{"-partitions", "0"}, "partitions: 0"},
+		{"stray argument", []string{"extra"}, "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseTopics(tt.args, io.Discard)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("parseTopics(%q): %v", tt.args, err)
+			case tt.wantErr == "" && (cfg.ReplicationFactor != 3 || cfg.MinInsyncReplicas != 2 || cfg.Partitions != 12):
+				t.Errorf("defaults %+v, want RF 3, min ISR 2, 12 partitions", cfg)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("parseTopics(%q) error %v, want one naming %q", tt.args, err, tt.wantErr)
+			}
+		})
+	}
+}
