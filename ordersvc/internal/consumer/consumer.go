@@ -82,8 +82,20 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 		"bootstrap.servers":    cfg.Brokers,
 		"group.id":             cfg.Group,
 		"client.id":            clientID(),
-		"enable.auto.commit":   false,
-		"auto.offset.reset":    "earliest",
+		// Offsets are stored only once their batch is committed in
+		// PostgreSQL (StoreOffsets in commit), and librdkafka commits the
+		// stored ones in the background and on revoke and close. A
+		// synchronous commit (CommitOffsets) would be simpler, but
+		// librdkafka waits for its result without a bound while the group
+		// coordinator moves, and a consumer blocked there stops consuming
+		// and cannot shut down (confluentinc/librdkafka#1605, #3740; seen
+		// once here after a broker restart). Committed offsets are never
+		// ahead of the database either way; a crash redelivers at most
+		// auto.commit.interval.ms more, which the order id makes harmless.
+		"enable.auto.commit":       true,
+		"enable.auto.offset.store": false,
+		"auto.commit.interval.ms":  200,
+		"auto.offset.reset":        "earliest",
 		"enable.partition.eof": false,
 		// A member killed without leaving gives its partitions back after
 		// this, not librdkafka's 45 s default (a restart waited that long).
@@ -186,8 +198,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return c.process(work, batch)
 	}
 	// Called from inside Poll. Before librdkafka takes partitions away the
-	// batch read from them is finished and committed, so the next owner does
-	// not redo it (it would be harmless, only slower).
+	// batch read from them is finished and its offsets stored, which
+	// librdkafka commits as it lets them go, so the next owner does not
+	// redo it (it would be harmless, only slower).
 	rebalance := func(_ *kafka.Consumer, ev kafka.Event) error {
 		switch e := ev.(type) {
 		case kafka.AssignedPartitions:
@@ -473,7 +486,8 @@ func (c *Consumer) produceDead(ctx context.Context, dead []deadLetter) error {
 	return firstErr
 }
 
-// commit commits offset+1 of the last message per partition, synchronously.
+// commit stores offset+1 of the last message per partition for the
+// background commit (see New). Call it only once msgs are in PostgreSQL.
 func (c *Consumer) commit(msgs []*kafka.Message) {
 	type tp struct {
 		topic     string
@@ -490,19 +504,18 @@ func (c *Consumer) commit(msgs []*kafka.Message) {
 	for k, o := range last {
 		offsets = append(offsets, kafka.TopicPartition{Topic: &k.topic, Partition: k.partition, Offset: o + 1})
 	}
-	if _, err := c.consumer.CommitOffsets(offsets); err != nil {
-		// The batch is persisted; an uncommitted offset only means a
+	if _, err := c.consumer.StoreOffsets(offsets); err != nil {
+		// The batch is persisted; an offset not stored only means a
 		// redelivery, which is idempotent.
 		var kerr kafka.Error
 		if errors.As(err, &kerr) {
 			switch kerr.Code() {
-			case kafka.ErrRebalanceInProgress, kafka.ErrIllegalGeneration, kafka.ErrUnknownMemberID,
-				kafka.ErrAssignmentLost, kafka.ErrState, kafka.ErrNoOffset:
-				c.log.Debug("offset commit after losing partitions", "err", err)
+			case kafka.ErrState, kafka.ErrUnknownPartition, kafka.ErrAssignmentLost:
+				c.log.Debug("offset not stored: partition no longer assigned", "err", err)
 				return
 			}
 		}
-		c.log.Warn("offset commit failed; the batch will be redelivered", "err", err)
+		c.log.Warn("offset not stored; the batch will be redelivered", "err", err)
 	}
 }
 
