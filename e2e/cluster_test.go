@@ -42,10 +42,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"flashsale/e2e/harness"
-	"flashsale/pkg/audit"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/audit"
+	"flashsale/tools/harness"
+	"flashsale/tools/testenv"
 )
 
 // clusterShards are the stock layouts every cluster test runs with: the

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/e2e/harness"
-	"flashsale/pkg/outcome"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/harness"
+	"flashsale/tools/outcome"
+	"flashsale/tools/testenv"
 )
 
 // topicPartitions is the partition count of a test's topics (e2e/harness).

@@ -9,7 +9,7 @@
 //     request: UPDATE ... SET sold = sold + 1 WHERE sold < quantity, then
 //     INSERT the order (the partial unique index answers 409 for a repeat);
 //   - pg-lock: SELECT ... FOR UPDATE of the item row, check, UPDATE, INSERT;
-//   - redis-naive: pkg/stock.NaiveReserve (GET, then DECR), which oversells.
+//   - redis-naive: tools/naive.Reserve (GET, then DECR), which oversells.
 //
 // None of them is meant to be used; they exist to be beaten.
 package baseline

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // Keys shared by the processes and the tests that mint tokens.
