@@ -215,7 +215,7 @@ func (c *clusterSale) waitPersisted(ctx context.Context, pool *pgxpool.Pool) {
 	}
 }
 
-// audit runs pkg/audit once the outbox is drained (released units of
+// audit runs tools/audit once the outbox is drained (released units of
 // rejected orders), waiting for the relay within a bound.
 func (c *clusterSale) audit(ctx context.Context, pool *pgxpool.Pool) audit.Verdict {
 	c.t.Helper()

@@ -20,7 +20,7 @@ import (
 	"flashsale/tools/testenv"
 )
 
-// topicPartitions is the partition count of a test's topics (e2e/harness).
+// topicPartitions is the partition count of a test's topics (tools/harness).
 const topicPartitions = 12
 
 // hotPartition is the partition most of the sale's orders went to so far,

@@ -478,7 +478,7 @@ func (sl *sale) reconcile(ctx context.Context) reconciliation {
 	}
 }
 
-// audit runs pkg/audit against everything shoppers were told and fails the
+// audit runs tools/audit against everything shoppers were told and fails the
 // test unless every invariant holds. It returns the one-line verdict for
 // the report.
 func (sl *sale) audit(d *deps) string {
