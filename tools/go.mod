@@ -7,6 +7,7 @@ replace flashsale/pkg => ../pkg
 require (
 	flashsale/pkg v0.0.0-00010101000000-000000000000
 	github.com/confluentinc/confluent-kafka-go/v2 v2.11.1
+	github.com/google/go-cmp v0.7.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_model v0.6.3
