@@ -10,20 +10,18 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"flashsale/tools/testenv"
 )
 
 // root is the repository: the directory of the go.work in use.
 func root(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("go", "env", "GOWORK").Output()
+	dir, err := testenv.Root()
 	if err != nil {
-		t.Fatalf("go env GOWORK: %v", err)
+		t.Fatal(err)
 	}
-	w := strings.TrimSpace(string(out))
-	if w == "" || w == "off" {
-		t.Fatal("this test checks go.work: run it inside the repository with the workspace on")
-	}
-	return filepath.Dir(w)
+	return dir
 }
 
 // workModules is go.work's use block, as go itself reads it.
