@@ -140,3 +140,59 @@ func TestModuleListsAgree(t *testing.T) {
 		})
 	}
 }
+
+// Every module requiring another of the workspace replaces it with its
+// folder, so GOWORK=off builds find it too (go.work's use does that only
+// with the workspace on).
+func TestEveryModuleReplacesWhatItRequires(t *testing.T) {
+	dir := root(t)
+	paths := map[string]string{} // module path -> folder
+	mods := workModules(t, dir)
+	edits := map[string]modEdit{}
+	for _, m := range mods {
+		e := goModEdit(t, filepath.Join(dir, m))
+		edits[m] = e
+		paths[e.Module.Path] = m
+	}
+	for _, m := range mods {
+		t.Run(m, func(t *testing.T) {
+			replaced := map[string]string{}
+			for _, r := range edits[m].Replace {
+				replaced[r.Old.Path] = filepath.ToSlash(filepath.Clean(filepath.Join(m, r.New.Path)))
+			}
+			for _, r := range edits[m].Require {
+				folder, ours := paths[r.Path]
+				if !ours {
+					continue
+				}
+				if got := replaced[r.Path]; got != folder {
+					t.Errorf("requires %s, replaced by %q, want %q", r.Path, got, folder)
+				}
+			}
+		})
+	}
+}
+
+type modEdit struct {
+	Module  struct{ Path string }
+	Require []struct{ Path string }
+	Replace []struct {
+		Old struct{ Path string }
+		New struct{ Path string }
+	}
+}
+
+func goModEdit(t *testing.T, dir string) modEdit {
+	t.Helper()
+	cmd := exec.Command("go", "mod", "edit", "-json")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod edit -json in %s: %v", dir, err)
+	}
+	var e modEdit
+	if err := json.Unmarshal(out, &e); err != nil {
+		t.Fatalf("decode go mod edit -json of %s: %v", dir, err)
+	}
+	return e
+}
