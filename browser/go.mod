@@ -3,18 +3,18 @@ module flashsale/browser
 go 1.26.8
 
 replace (
-	flashsale/e2e => ../e2e
-	flashsale/lua => ../lua
 	flashsale/pkg => ../pkg
+	flashsale/tools => ../tools
 )
 
 require (
-	flashsale/e2e v0.0.0-00010101000000-000000000000
 	flashsale/pkg v0.0.0-00010101000000-000000000000
+	flashsale/tools v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.13.0
 )
 
 require (
+	github.com/confluentinc/confluent-kafka-go/v2 v2.11.1 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect

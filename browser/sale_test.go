@@ -16,9 +16,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"flashsale/e2e/harness"
 	"flashsale/pkg/auth"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/harness"
+	"flashsale/tools/testenv"
 )
 
 // openBrowser starts chromedriver and one session, or skips the test when

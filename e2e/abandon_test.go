@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/e2e/harness"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/harness"
+	"flashsale/tools/testenv"
 )
 
 // A gateway killed between the reserve and the publish leaves units

@@ -42,10 +42,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"flashsale/e2e/harness"
-	"flashsale/pkg/audit"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/audit"
+	"flashsale/tools/harness"
+	"flashsale/tools/testenv"
 )
 
 // clusterShards are the stock layouts every cluster test runs with: the
@@ -215,7 +215,7 @@ func (c *clusterSale) waitPersisted(ctx context.Context, pool *pgxpool.Pool) {
 	}
 }
 
-// audit runs pkg/audit once the outbox is drained (released units of
+// audit runs tools/audit once the outbox is drained (released units of
 // rejected orders), waiting for the relay within a bound.
 func (c *clusterSale) audit(ctx context.Context, pool *pgxpool.Pool) audit.Verdict {
 	c.t.Helper()

@@ -3,24 +3,24 @@ module flashsale/e2e
 go 1.26.8
 
 replace (
-	flashsale/lua => ../lua
 	flashsale/pkg => ../pkg
+	flashsale/tools => ../tools
 )
 
 require (
 	flashsale/pkg v0.0.0-00010101000000-000000000000
-	github.com/confluentinc/confluent-kafka-go/v2 v2.11.1
+	flashsale/tools v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/redis/rueidis v1.0.80
 )
 
 require (
-	flashsale/lua v0.0.0-00010101000000-000000000000 // indirect
+	github.com/confluentinc/confluent-kafka-go/v2 v2.11.1 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/redis/rueidis v1.0.80 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect

@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"flashsale/e2e/harness"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/harness"
+	"flashsale/tools/testenv"
 )
 
 // lifecycleEnv: a fast sweeper, and no per-user purchase limit (shoppers

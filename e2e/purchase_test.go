@@ -10,9 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"flashsale/e2e/harness"
 	"flashsale/pkg/auth"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/harness"
+	"flashsale/tools/testenv"
 )
 
 type saleCreated struct {

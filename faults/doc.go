@@ -1,8 +1,8 @@
 // Package faults proves the flash sale's promises under faults: it stops,
 // restarts, kills, stalls and degrades the real servers of the local stack
 // (deploy/stack.sh) and the real gateway and order service binaries
-// (e2e/harness) in the middle of a sale, watches what shoppers are told,
-// and ends every scenario with the invariant audit of pkg/audit.
+// (tools/harness) in the middle of a sale, watches what shoppers are told,
+// and ends every scenario with the invariant audit of tools/audit.
 //
 // The tests stop servers every other module's tests depend on, so they run
 // alone: `make faults` runs this module by itself, after the others, one

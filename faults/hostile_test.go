@@ -14,9 +14,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"flashsale/e2e/harness"
 	"flashsale/pkg/auth"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/harness"
+	"flashsale/tools/testenv"
 )
 
 // Hostile input against the real binaries, through the listeners a

@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/e2e/harness"
-	"flashsale/pkg/outcome"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/harness"
+	"flashsale/tools/outcome"
+	"flashsale/tools/testenv"
 )
 
-// topicPartitions is the partition count of a test's topics (e2e/harness).
+// topicPartitions is the partition count of a test's topics (tools/harness).
 const topicPartitions = 12
 
 // hotPartition is the partition most of the sale's orders went to so far,

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/e2e/harness"
-	"flashsale/pkg/outcome"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/harness"
+	"flashsale/tools/outcome"
+	"flashsale/tools/testenv"
 )
 
 // The broker stopped in the middle of a sale: every purchase during the

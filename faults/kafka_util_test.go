@@ -9,7 +9,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"flashsale/pkg/event"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // quiet keeps librdkafka's own logging out of the test output.

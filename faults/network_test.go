@@ -10,10 +10,10 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
 
-	"flashsale/e2e/harness"
-	"flashsale/pkg/audit"
-	"flashsale/pkg/outcome"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/audit"
+	"flashsale/tools/harness"
+	"flashsale/tools/outcome"
+	"flashsale/tools/testenv"
 )
 
 // netFault is a toxiproxy TCP proxy run in the test process on loopback.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/e2e/harness"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/harness"
+	"flashsale/tools/testenv"
 )
 
 // The order service killed with SIGKILL in the middle of its backlog and

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/e2e/harness"
-	"flashsale/pkg/outcome"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/harness"
+	"flashsale/tools/outcome"
+	"flashsale/tools/testenv"
 )
 
 // The repair step run while purchases are between their reservation and

@@ -17,12 +17,12 @@ import (
 	"github.com/redis/rueidis"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"flashsale/e2e/harness"
-	"flashsale/pkg/audit"
 	"flashsale/pkg/auth"
-	"flashsale/pkg/outcome"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/audit"
+	"flashsale/tools/harness"
+	"flashsale/tools/outcome"
+	"flashsale/tools/testenv"
 )
 
 // baseEnv is the environment every fault test gives both services: the
@@ -478,7 +478,7 @@ func (sl *sale) reconcile(ctx context.Context) reconciliation {
 	}
 }
 
-// audit runs pkg/audit against everything shoppers were told and fails the
+// audit runs tools/audit against everything shoppers were told and fails the
 // test unless every invariant holds. It returns the one-line verdict for
 // the report.
 func (sl *sale) audit(d *deps) string {

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/rueidis"
 
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // repoRoot is the folder of go.work, where deploy/stack.sh lives.

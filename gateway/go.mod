@@ -3,13 +3,13 @@ module flashsale/gateway
 go 1.26.8
 
 replace (
-	flashsale/lua => ../lua
 	flashsale/pkg => ../pkg
+	flashsale/tools => ../tools
 )
 
 require (
-	flashsale/lua v0.0.0-00010101000000-000000000000
 	flashsale/pkg v0.0.0-00010101000000-000000000000
+	flashsale/tools v0.0.0-00010101000000-000000000000
 	github.com/confluentinc/confluent-kafka-go/v2 v2.11.1
 	github.com/fasthttp/router v1.5.4
 	github.com/golang-jwt/jwt/v5 v5.3.1

@@ -2,12 +2,14 @@ module flashsale/ordersvc
 
 go 1.26.8
 
-replace flashsale/pkg => ../pkg
-
-replace flashsale/lua => ../lua
+replace (
+	flashsale/pkg => ../pkg
+	flashsale/tools => ../tools
+)
 
 require (
 	flashsale/pkg v0.0.0-00010101000000-000000000000
+	flashsale/tools v0.0.0-00010101000000-000000000000
 	github.com/confluentinc/confluent-kafka-go/v2 v2.11.1
 	github.com/fasthttp/router v1.5.4
 	github.com/google/go-cmp v0.7.0
@@ -20,7 +22,6 @@ require (
 
 require (
 	dario.cat/mergo v1.0.1 // indirect
-	flashsale/lua v0.0.0-00010101000000-000000000000 // indirect
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver/v3 v3.3.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect

@@ -1,7 +1,7 @@
 // Package baseline is the set of designs our gateway is measured against,
 // one per process, each behind the same purchase URL, the same JWT check
 // (pkg/auth) and the same JSON answers as the gateway, so that the load
-// generator and the classifier (pkg/outcome) cannot tell them apart:
+// generator and the classifier (tools/outcome) cannot tell them apart:
 //
 //   - bare: a fasthttp handler answering a constant 410 SOLD_OUT, no JWT,
 //     no router: the ceiling for HTTP on this machine;
@@ -9,7 +9,7 @@
 //     request: UPDATE ... SET sold = sold + 1 WHERE sold < quantity, then
 //     INSERT the order (the partial unique index answers 409 for a repeat);
 //   - pg-lock: SELECT ... FOR UPDATE of the item row, check, UPDATE, INSERT;
-//   - redis-naive: pkg/stock.NaiveReserve (GET, then DECR), which oversells.
+//   - redis-naive: tools/naive.Reserve (GET, then DECR), which oversells.
 //
 // None of them is meant to be used; they exist to be beaten.
 package baseline

@@ -18,7 +18,7 @@ import (
 	"flashsale/pkg/auth"
 	"flashsale/pkg/schema"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 var jwtKey = []byte("baseline-test-key-0123456789abcdef0123")

@@ -14,7 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"flashsale/pkg/auth"
-	"flashsale/pkg/stock"
+	"flashsale/tools/naive"
 )
 
 // apiError mirrors the gateway's refusals byte for byte, so the classifier
@@ -191,7 +191,7 @@ func (s *Server) buyLock(ctx context.Context, saleID, itemID int64, user string)
 // buyNaive is GET then DECR: no persistence, no per-user check, and an
 // oversell whenever two buyers read the last units at once.
 func (s *Server) buyNaive(ctx context.Context, saleID, itemID int64, _ string) answer {
-	ok, err := stock.NaiveReserve(ctx, s.redis, saleID, itemID)
+	ok, err := naive.Reserve(ctx, s.redis, saleID, itemID)
 	switch {
 	case err != nil:
 		return refused(errUnavailable)

@@ -37,7 +37,7 @@ type Row struct {
 	Target   string `json:"target"`
 	Stock    int    `json:"stock"`
 	Shoppers int    `json:"shoppers"` // the crowd's size; each sends once
-	// Counts by outcome kind name (pkg/outcome), zero kinds left out.
+	// Counts by outcome kind name (tools/outcome), zero kinds left out.
 	Counts   map[string]int `json:"counts"`
 	Requests int            `json:"requests"`
 	// Elapsed is first request sent to last answer received.

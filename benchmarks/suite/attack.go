@@ -11,8 +11,8 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"flashsale/pkg/crowd"
-	"flashsale/pkg/outcome"
+	"flashsale/tools/crowd"
+	"flashsale/tools/outcome"
 )
 
 // tallied is one attack's results.

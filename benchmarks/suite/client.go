@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"flashsale/pkg/stackapi"
+	"flashsale/tools/stackapi"
 )
 
 // client is the run's view of the stack: the order service's admin API and

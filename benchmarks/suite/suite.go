@@ -20,9 +20,9 @@ import (
 	"github.com/redis/rueidis"
 
 	"flashsale/benchmarks/report"
-	"flashsale/pkg/crowd"
 	"flashsale/pkg/redisconn"
 	"flashsale/pkg/stock"
+	"flashsale/tools/crowd"
 )
 
 // Options of a run.

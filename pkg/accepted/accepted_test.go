@@ -7,7 +7,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"flashsale/pkg/accepted"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 func TestRecordAndOwner(t *testing.T) {

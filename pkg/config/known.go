@@ -16,7 +16,7 @@ const (
 	Ordersvc
 	// Tools are loadtest and the benchmark commands.
 	Tools
-	// Stack is everything else: deploy/*.sh, the Makefile, pkg/testenv,
+	// Stack is everything else: deploy/*.sh, the Makefile, tools/testenv,
 	// the test harnesses and the browser tests. It never reads the file.
 	Stack
 
@@ -33,7 +33,7 @@ type variable struct {
 
 // known is every FLASHSALE_* variable a program of the project reads. The
 // gateway and ordersvc are started with one shared environment (demo.sh,
-// e2e/harness), the test stack's variables sit in the same shells, so a
+// tools/harness), the test stack's variables sit in the same shells, so a
 // binary must tolerate its siblings' names and reject only names nothing
 // reads. Tests keep this list true: each loader's test compares what it
 // reads with ReadBy, and known_test.go compares the list with the names

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"flashsale/pkg/redisconn"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 func TestAddrs(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"flashsale/pkg/schema"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // Several services start at once: each migrates, each file applies once.

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // A reservation notes its item beside the holder, so a shopper's order and

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 func movesStore(t *testing.T, shards int) (rueidis.Client, *Store, layout) {

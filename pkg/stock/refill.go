@@ -83,7 +83,7 @@ func (s *Store) move(ctx context.Context, l layout, srcTag, src, dst string, ite
 	return 0, nil // void, or waiting for a load to reach dst
 }
 
-// move_give's answers (see lua/move_give.lua).
+// move_give's answers (see pkg/lua/move_give.lua).
 const (
 	giveApplied   = 1
 	giveDone      = 0

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // BenchmarkReserveCluster is the reserve throughput of one hot item on the

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // topologies runs f on the single Redis node and on the local Redis

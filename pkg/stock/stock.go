@@ -18,7 +18,7 @@ import (
 	"github.com/redis/rueidis"
 	"golang.org/x/sync/singleflight"
 
-	"flashsale/lua"
+	"flashsale/pkg/lua"
 )
 
 // Outcomes of Reserve that callers branch on.

@@ -26,7 +26,7 @@ import (
 	"flashsale/pkg/event"
 	"flashsale/pkg/schema"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 var (

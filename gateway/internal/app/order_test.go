@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // myOrder is the answer of GET /api/flash-sales/{saleId}/order.

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	pkgconfig "flashsale/pkg/config"
-	"flashsale/pkg/configdoc"
+	"flashsale/tools/configdoc"
 )
 
 // The README's configuration table lists every variable this loader reads,

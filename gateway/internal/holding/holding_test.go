@@ -10,7 +10,7 @@ import (
 
 	"flashsale/pkg/schema"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // PostgreSQL answers when Redis cannot: a persisted order is found; no

@@ -25,7 +25,7 @@ func newAPIError(status int, code, message, retryAfter string) apiError {
 	return apiError{status: status, code: code, message: message, body: b, retryAfter: retryAfter}
 }
 
-// The refusals of the public API (see DESIGN.md).
+// The refusals of the public API (see docs/design.md).
 var (
 	errNotFound         = newAPIError(fasthttp.StatusNotFound, "NOT_FOUND", "no such sale, item or purchase path", "")
 	errBadRequest       = newAPIError(fasthttp.StatusBadRequest, "BAD_REQUEST", "malformed request", "")

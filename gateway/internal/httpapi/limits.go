@@ -49,6 +49,31 @@ func (a *API) allowIP(ctx *fasthttp.RequestCtx, l Limits) bool {
 	return ok
 }
 
+// shopper is the caller's verified user id; it answers 401 itself when the
+// bearer token does not verify.
+func (a *API) shopper(ctx *fasthttp.RequestCtx) (string, bool) {
+	user, ok := a.userID(ctx)
+	if !ok {
+		errUnauthorized.write(ctx)
+	}
+	return user, ok
+}
+
+// limitedShopper is the door of the calls around a purchase (joining the
+// queue, "my order"): the route's per-IP limit first, so a flood costs no
+// signature check, then the verified user, then her per-user limit. It has
+// answered the request when ok is false.
+func (a *API) limitedShopper(ctx *fasthttp.RequestCtx, l Limits) (string, bool) {
+	if !a.allowIP(ctx, l) {
+		return "", false
+	}
+	user, ok := a.shopper(ctx)
+	if !ok || !a.allowUser(ctx, l, user) {
+		return "", false
+	}
+	return user, true
+}
+
 // allowUser applies a route's per-user limit.
 func (a *API) allowUser(ctx *fasthttp.RequestCtx, l Limits, user string) bool {
 	ok, retry := l.User.Allow([]byte(user))

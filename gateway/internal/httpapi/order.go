@@ -40,15 +40,8 @@ func (a *API) myOrder(ctx *fasthttp.RequestCtx) {
 		errNotFound.write(ctx)
 		return
 	}
-	if !a.allowIP(ctx, a.QueueLimits) {
-		return
-	}
-	user, ok := a.userID(ctx)
+	user, ok := a.limitedShopper(ctx, a.QueueLimits)
 	if !ok {
-		errUnauthorized.write(ctx)
-		return
-	}
-	if !a.allowUser(ctx, a.QueueLimits, user) {
 		return
 	}
 	if a.Holding == nil {

@@ -19,7 +19,7 @@ import (
 	"flashsale/gateway/internal/ratelimit"
 	"flashsale/pkg/auth"
 	"flashsale/pkg/schema"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // The purchase handler's refusals against a bare fasthttp handler that

@@ -52,9 +52,8 @@ func (a *API) queueChallenge(ctx *fasthttp.RequestCtx) {
 	if !a.allowIP(ctx, a.QueueLimits) {
 		return
 	}
-	user, ok := a.userID(ctx)
+	user, ok := a.shopper(ctx)
 	if !ok {
-		errUnauthorized.write(ctx)
 		return
 	}
 	exp := a.Now().Add(a.PowChallengeTTL)
@@ -77,15 +76,8 @@ func (a *API) queueJoin(ctx *fasthttp.RequestCtx) {
 		errNotFound.write(ctx)
 		return
 	}
-	if !a.allowIP(ctx, a.QueueLimits) {
-		return
-	}
-	user, ok := a.userID(ctx)
+	user, ok := a.limitedShopper(ctx, a.QueueLimits)
 	if !ok {
-		errUnauthorized.write(ctx)
-		return
-	}
-	if !a.allowUser(ctx, a.QueueLimits, user) {
 		return
 	}
 	if s.Queue.PowDifficulty > 0 {
@@ -115,12 +107,8 @@ func (a *API) queueStatus(ctx *fasthttp.RequestCtx) {
 		errNotFound.write(ctx)
 		return
 	}
-	user, ok := a.userID(ctx)
-	if !ok {
-		errUnauthorized.write(ctx)
-		return
-	}
-	if !a.allowUser(ctx, a.QueueLimits, user) {
+	user, ok := a.shopper(ctx)
+	if !ok || !a.allowUser(ctx, a.QueueLimits, user) {
 		return
 	}
 	ticket, _ := ctx.UserValue("ticket").(string)

@@ -18,7 +18,7 @@ import (
 	"flashsale/pkg/accepted"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 var (

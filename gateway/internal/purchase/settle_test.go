@@ -14,7 +14,7 @@ import (
 
 	"flashsale/pkg/event"
 	"flashsale/pkg/schema"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // settleDB is a migrated pool on the local stack's PostgreSQL and a sale

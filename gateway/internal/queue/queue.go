@@ -16,7 +16,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"flashsale/lua"
+	"flashsale/pkg/lua"
 )
 
 // Outcomes of Status.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 var seq atomic.Int64

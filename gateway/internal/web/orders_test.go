@@ -20,7 +20,7 @@ import (
 	"flashsale/gateway/internal/queue"
 	"flashsale/gateway/internal/ratelimit"
 	"flashsale/pkg/schema"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 const ordersToken = "admin-token-0123456789"

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"flashsale/pkg/crowd"
-	"flashsale/pkg/stackapi"
+	"flashsale/tools/crowd"
+	"flashsale/tools/stackapi"
 )
 
 // waitPersisted polls PostgreSQL until every accepted order has a row and

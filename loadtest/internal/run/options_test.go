@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"flashsale/pkg/config"
-	"flashsale/pkg/configdoc"
+	"flashsale/tools/configdoc"
 )
 
 func TestFromEnv(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"flashsale/pkg/crowd"
-	"flashsale/pkg/stackapi"
+	"flashsale/tools/crowd"
+	"flashsale/tools/stackapi"
 )
 
 // waitingRoom plays the crowd through the virtual queue: every shopper joins

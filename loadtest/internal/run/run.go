@@ -19,12 +19,12 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
-	"flashsale/pkg/audit"
-	"flashsale/pkg/crowd"
-	"flashsale/pkg/outcome"
 	"flashsale/pkg/redisconn"
-	"flashsale/pkg/stackapi"
 	"flashsale/pkg/stock"
+	"flashsale/tools/audit"
+	"flashsale/tools/crowd"
+	"flashsale/tools/outcome"
+	"flashsale/tools/stackapi"
 )
 
 // Report is everything a run found out.

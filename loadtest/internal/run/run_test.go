@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/e2e/harness"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/harness"
+	"flashsale/tools/testenv"
 )
 
 // A small whole sale through the real binaries: the audit must pass and the

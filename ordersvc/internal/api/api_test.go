@@ -27,7 +27,7 @@ import (
 	"flashsale/pkg/auth"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 var (

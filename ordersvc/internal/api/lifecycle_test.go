@@ -17,7 +17,7 @@ import (
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/accepted"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // Pay and cancel over HTTP: owner only (404 for anyone else, as for GET),

@@ -20,7 +20,7 @@ import (
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // lagReader reads the lag of a topic and group of the test's own, after

@@ -140,6 +140,21 @@ func openPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// openMigrated opens the pool and brings the schema up to date (both the
+// service and `ordersvc migrate` start so); the caller closes the pool.
+func openMigrated(ctx context.Context, cfg config.Config) (pool *pgxpool.Pool, from, to int32, err error) {
+	pool, err = openPool(ctx, cfg)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	from, to, err = store.Migrate(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, 0, 0, err
+	}
+	return pool, from, to, nil
+}
+
 // openLag reads the consumer group's lag on the orders topic; load-stock
 // and a reconcile repair wait on it.
 func openLag(cfg config.Config) (*lag.Reader, error) {

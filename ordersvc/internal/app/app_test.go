@@ -24,7 +24,7 @@ import (
 	pkgconfig "flashsale/pkg/config"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 const (

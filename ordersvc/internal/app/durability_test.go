@@ -13,7 +13,7 @@ import (
 
 	"flashsale/ordersvc/internal/config"
 	"flashsale/ordersvc/internal/lag"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // The start-up check of the orders topic: the local one-node topic

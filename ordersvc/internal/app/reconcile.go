@@ -16,19 +16,11 @@ import (
 // not repair them (exit code 1, so scripts and alerts can branch on it).
 var ErrDifferences = errors.New("redis differs from postgres")
 
-// reconcileSummary is the last line reconcile prints.
+// reconcileSummary is the last line reconcile prints: the reconciliation
+// with its differences counted, each having had a line of its own.
 type reconcileSummary struct {
-	SaleID      int64                     `json:"saleId"`
-	Clean       bool                      `json:"clean"`
-	Differences int                       `json:"differences"`
-	Holders     int                       `json:"holders"`
-	Active      int                       `json:"active"`
-	InFlight    int                       `json:"inFlight"`
-	Leaked      int                       `json:"leaked"`
-	Releasing   int                       `json:"releasing"`
-	Attribution string                    `json:"attribution,omitempty"`
-	Repaired    bool                      `json:"repaired"`
-	Items       []sale.ItemReconciliation `json:"items"`
+	sale.Reconciliation
+	Differences int `json:"differences"` // hides the embedded list
 }
 
 // defineReconcile declares reconcile's flags. The command compares a
@@ -64,11 +56,7 @@ func reconcile(ctx context.Context, cfg config.Config, id int64, repair bool, st
 			return fmt.Errorf("print difference: %w", err)
 		}
 	}
-	err = enc.Encode(reconcileSummary{
-		SaleID: rec.SaleID, Clean: rec.Clean, Differences: len(rec.Differences), Holders: rec.Holders, Active: rec.Active,
-		InFlight: rec.InFlight, Leaked: rec.Leaked, Releasing: rec.Releasing, Attribution: rec.Attribution,
-		Repaired: rec.Repaired, Items: rec.Items,
-	})
+	err = enc.Encode(reconcileSummary{Reconciliation: rec, Differences: len(rec.Differences)})
 	if err != nil {
 		return fmt.Errorf("print summary: %w", err)
 	}

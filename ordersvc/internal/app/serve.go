@@ -34,15 +34,11 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("jwt verifier: %w", err)
 	}
-	pool, err := openPool(ctx, cfg)
+	pool, from, to, err := openMigrated(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	from, to, err := store.Migrate(ctx, pool)
-	if err != nil {
-		return err
-	}
 	log.Info("schema ready", "from", from, "to", to)
 	rc, err := openRedis(cfg)
 	if err != nil {

@@ -42,15 +42,11 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 func defineMigrate(*flag.FlagSet) action {
 	return func(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
 		sayDatabase(stderr, cfg)
-		pool, err := openPool(ctx, cfg)
+		pool, from, to, err := openMigrated(ctx, cfg)
 		if err != nil {
 			return err
 		}
 		defer pool.Close()
-		from, to, err := store.Migrate(ctx, pool)
-		if err != nil {
-			return err
-		}
 		return printJSON(stdout, map[string]int32{"fromVersion": from, "toVersion": to})
 	}
 }

@@ -22,7 +22,7 @@ import (
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // env is one test's private slice of the stack: its own topics, group and sale.

@@ -14,7 +14,7 @@ import (
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // The same message delivered twice becomes one order; sold moves once.

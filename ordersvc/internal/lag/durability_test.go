@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"flashsale/ordersvc/internal/lag"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 func TestDurable(t *testing.T) {

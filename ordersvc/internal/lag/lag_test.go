@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"flashsale/ordersvc/internal/lag"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // names gives each test its own topic and group on the shared broker.

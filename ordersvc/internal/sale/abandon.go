@@ -160,29 +160,15 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 	if s.accepted == nil {
 		return ErrNoAcceptedRecords
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
 	stuck := map[int64]int{} // sale -> abandoned reservations of unknown item, at the last pass
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-		ids, err := s.store.OpenSales(ctx, time.Now())
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Warn("abandoned reservations: list open sales", "err", err)
-			}
-			continue
-		}
+	s.everyOpenSale(ctx, interval, log, "abandoned reservations: list open sales", func(ids []int64) {
 		var unattributed int
 		for _, id := range ids {
 			actx, cancel := context.WithTimeout(ctx, s.abandonTimeout())
 			res, err := s.ReleaseAbandoned(actx, id)
 			cancel()
 			if ctx.Err() != nil {
-				return nil
+				return
 			}
 			if err != nil {
 				log.Warn("abandoned reservations not released", "sale", id, "err", err)
@@ -207,5 +193,6 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 		if s.metrics != nil {
 			s.metrics.AbandonedUnattributed.Store(int64(unattributed))
 		}
-	}
+	})
+	return nil
 }

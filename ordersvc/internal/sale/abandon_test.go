@@ -21,7 +21,7 @@ import (
 	"flashsale/pkg/accepted"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // v7At mints a UUIDv7 order id whose time is at, as a gateway would have

@@ -13,7 +13,7 @@ import (
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/accepted"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // A sharded sale on the Redis Cluster that lost units on the way (a move

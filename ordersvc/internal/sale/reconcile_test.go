@@ -21,7 +21,7 @@ import (
 	"flashsale/pkg/accepted"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // recFixture is a sale whose orders u0..u(n-1) are persisted and held in

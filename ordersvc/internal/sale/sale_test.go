@@ -15,7 +15,7 @@ import (
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 func validSale() store.NewSale {

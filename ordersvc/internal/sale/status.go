@@ -203,23 +203,8 @@ const periodicReconcileTimeout = 30 * time.Second
 // until ctx ends: the verdicts reach Status and /metrics, and drift is
 // logged for an operator to repair. It never writes to Redis. Every order
 // service instance that has it on runs it, each keeping its own verdicts.
-
 func (s *Service) WatchOpenSales(ctx context.Context, interval time.Duration, log *slog.Logger) error {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-		ids, err := s.store.OpenSales(ctx, time.Now())
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Warn("periodic reconcile: list open sales", "err", err)
-			}
-			continue
-		}
+	s.everyOpenSale(ctx, interval, log, "periodic reconcile: list open sales", func(ids []int64) {
 		for _, id := range ids {
 			// One sale that hangs (a slow read) must not starve the others.
 			rctx, cancel := context.WithTimeout(ctx, periodicReconcileTimeout)
@@ -227,7 +212,7 @@ func (s *Service) WatchOpenSales(ctx context.Context, interval time.Duration, lo
 			cancel()
 			switch {
 			case ctx.Err() != nil:
-				return nil
+				return
 			case err != nil:
 				log.Warn("periodic reconcile failed", "sale", id, "err", err)
 			case !rec.Clean:
@@ -235,5 +220,29 @@ func (s *Service) WatchOpenSales(ctx context.Context, interval time.Duration, lo
 					"inFlight", rec.InFlight, "leaked", rec.Leaked, "summary", summarize(rec))
 			}
 		}
+	})
+	return nil
+}
+
+// everyOpenSale calls pass with the ids of the open sales every interval
+// until ctx ends. A listing that fails is logged under listFailed (a
+// constant message of the caller's) and the pass waits for the next tick.
+func (s *Service) everyOpenSale(ctx context.Context, interval time.Duration, log *slog.Logger, listFailed string, pass func(ids []int64)) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ids, err := s.store.OpenSales(ctx, time.Now())
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn(listFailed, "err", err)
+			}
+			continue
+		}
+		pass(ids)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"flashsale/ordersvc/internal/store"
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // The periodic reconcile finds the drift of an open sale, keeps the verdict

@@ -12,7 +12,7 @@ import (
 
 	"flashsale/ordersvc/internal/store"
 	"flashsale/ordersvc/internal/testdb"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // ttl is testdb.Sale's payment window: an order placed ttl+1s ago is due.

@@ -11,7 +11,7 @@ import (
 	"flashsale/ordersvc/internal/store"
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/event"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // benchBatch is the consumer's default batch size.

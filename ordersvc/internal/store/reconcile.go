@@ -38,22 +38,15 @@ type ActiveState struct {
 func (s *Store) ActiveState(ctx context.Context, saleID int64) (ActiveState, error) {
 	var st ActiveState
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
+		var err error
+		st.Items, err = collect(ctx, tx, "count active orders", pgx.RowToStructByPos[ItemCount], `
 			SELECT i.id, i.quantity, count(o.id)
 			FROM flash_sale_item i
 			LEFT JOIN flash_sale_order o ON o.item_id = i.id AND o.status IN ('PENDING', 'PAID')
 			WHERE i.sale_id = $1
 			GROUP BY i.id ORDER BY i.id`, saleID)
 		if err != nil {
-			return fmt.Errorf("count active orders: %w", err)
-		}
-		st.Items, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ItemCount, error) {
-			var c ItemCount
-			err := r.Scan(&c.ItemID, &c.Quantity, &c.Active)
-			return c, err
-		})
-		if err != nil {
-			return fmt.Errorf("count active orders: %w", err)
+			return err
 		}
 		if len(st.Items) == 0 {
 			var exists bool
@@ -64,21 +57,14 @@ func (s *Store) ActiveState(ctx context.Context, saleID int64) (ActiveState, err
 				return ErrNotFound
 			}
 		}
-		rows, err = tx.Query(ctx, `
-			SELECT id, user_id, item_id, status FROM flash_sale_order
-			WHERE sale_id = $1 AND status IN ('PENDING', 'PAID')`, saleID)
-		if err != nil {
-			return fmt.Errorf("read active orders: %w", err)
-		}
-		st.Active, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (HeldOrder, error) {
+		st.Active, err = collect(ctx, tx, "read active orders", func(r pgx.CollectableRow) (HeldOrder, error) {
 			var h HeldOrder
 			err := r.Scan(&h.OrderID, &h.UserID, &h.ItemID, &h.Status)
 			return h, err
-		})
-		if err != nil {
-			return fmt.Errorf("read active orders: %w", err)
-		}
-		return nil
+		}, `
+			SELECT id, user_id, item_id, status FROM flash_sale_order
+			WHERE sale_id = $1 AND status IN ('PENDING', 'PAID')`, saleID)
+		return err
 	})
 	if err != nil {
 		return ActiveState{}, fmt.Errorf("active state of sale %d: %w", saleID, err)

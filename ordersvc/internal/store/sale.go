@@ -175,39 +175,20 @@ func (s *Store) StockSnapshot(ctx context.Context, saleID int64) (StockSnapshot,
 			return err
 		}
 		snap = StockSnapshot{Sale: sale}
-		rows, err := tx.Query(ctx, `
+		snap.Items, err = collect(ctx, tx, "count active orders", pgx.RowToStructByPos[stock.ItemStock], `
 			SELECT i.id, i.quantity - count(o.id)
 			FROM flash_sale_item i
 			LEFT JOIN flash_sale_order o ON o.item_id = i.id AND o.status IN ('PENDING', 'PAID')
 			WHERE i.sale_id = $1
 			GROUP BY i.id ORDER BY i.id`, saleID)
 		if err != nil {
-			return fmt.Errorf("count active orders: %w", err)
+			return err
 		}
-		snap.Items, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (stock.ItemStock, error) {
-			var it stock.ItemStock
-			err := r.Scan(&it.ItemID, &it.Left)
-			return it, err
-		})
-		if err != nil {
-			return fmt.Errorf("count active orders: %w", err)
-		}
-		rows, err = tx.Query(ctx, `
+		snap.Holders, err = collect(ctx, tx, "read holders", pgx.RowToStructByPos[stock.Holder], `
 			SELECT user_id, id::text FROM flash_sale_order
 			WHERE sale_id = $1 AND status IN ('PENDING', 'PAID')
 			ORDER BY user_id`, saleID)
-		if err != nil {
-			return fmt.Errorf("read holders: %w", err)
-		}
-		snap.Holders, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (stock.Holder, error) {
-			var h stock.Holder
-			err := r.Scan(&h.UserID, &h.OrderID)
-			return h, err
-		})
-		if err != nil {
-			return fmt.Errorf("read holders: %w", err)
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return StockSnapshot{}, fmt.Errorf("stock snapshot of sale %d: %w", saleID, err)

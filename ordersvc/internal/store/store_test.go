@@ -14,7 +14,7 @@ import (
 	"flashsale/ordersvc/internal/store"
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/event"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 func TestMigrateTwice(t *testing.T) {

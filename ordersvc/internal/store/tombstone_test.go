@@ -10,7 +10,7 @@ import (
 	"flashsale/ordersvc/internal/store"
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/event"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // A gateway that could not confirm a publish takes the order id first: it

@@ -1,6 +1,9 @@
 // Package testdb gives ordersvc's integration tests a migrated pool on the
 // local stack's PostgreSQL and a fresh sale of their own, so tests running
-// in parallel never share rows.
+// in parallel never share rows. It is the one non-test file of a product
+// module that imports tooling (tools/testenv): it must reach
+// ordersvc/internal/store, which tools cannot, and only _test.go files
+// import it, so no binary links it.
 package testdb
 
 import (
@@ -15,7 +18,7 @@ import (
 	"flashsale/ordersvc/internal/store"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // Pool connects to the local PostgreSQL, migrates it and closes the pool when

@@ -12,7 +12,7 @@ import (
 
 	"flashsale/pkg/schema"
 	"flashsale/pkg/stock"
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // fixture is a sale of one item with `quantity` units, `sold` of them held by

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -298,4 +300,19 @@ func Context(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// Root is the repository: the folder of the go.work in use, where
+// deploy/stack.sh lives and from which the binaries are built. Tests that
+// need it run inside the repository with the workspace on.
+func Root() (string, error) {
+	out, err := exec.Command("go", "env", "GOWORK").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOWORK: %w", err)
+	}
+	w := strings.TrimSpace(string(out))
+	if w == "" || w == "off" {
+		return "", fmt.Errorf("no go.work in use (GOWORK=%q): run the tests inside the repository with the workspace on", w)
+	}
+	return filepath.Dir(w), nil
 }

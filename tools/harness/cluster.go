@@ -14,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"flashsale/pkg/redisconn"
+	"flashsale/tools/testenv"
 )
 
 // Redis Cluster helpers for failover tests against the local cluster that
@@ -194,7 +195,7 @@ func WaitFailover(t testing.TB, seeds, key, dead string) string {
 // replica, and then for every node to be healthy.
 func HealRedisCluster(t testing.TB) {
 	t.Helper()
-	root, err := repoRoot()
+	root, err := testenv.Root()
 	if err != nil {
 		t.Error(err)
 		return

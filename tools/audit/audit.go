@@ -1,6 +1,6 @@
-// Package audit checks DESIGN.md's invariants for one sale against what the
-// crowd was told: every 202 has its row, nothing is oversold, stock is
-// conserved between Redis and PostgreSQL, one active order per user.
+// Package audit checks the invariants of docs/design.md for one sale
+// against what the crowd was told: every 202 has its row, nothing is
+// oversold, stock is conserved between Redis and PostgreSQL, one active order per user.
 package audit
 
 import (

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"flashsale/pkg/testenv"
+	"flashsale/tools/testenv"
 )
 
 // Keys shared by the processes and the tests that mint tokens.
@@ -41,7 +41,7 @@ var (
 // build compiles both binaries once per test process.
 func build() (string, error) {
 	buildOnce.Do(func() {
-		root, err := repoRoot()
+		root, err := testenv.Root()
 		if err != nil {
 			buildErr = err
 			return
@@ -61,18 +61,6 @@ func build() (string, error) {
 		}
 	})
 	return binDir, buildErr
-}
-
-func repoRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOWORK").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOWORK: %w", err)
-	}
-	w := strings.TrimSpace(string(out))
-	if w == "" || w == "off" {
-		return "", fmt.Errorf("the e2e tests build the workspace's binaries: run them inside the repository with go.work")
-	}
-	return filepath.Dir(w), nil
 }
 
 // Stack is one or more gateways and one or more order services. With one

@@ -1,3 +1,0 @@
-module flashsale/lua
-
-go 1.26.8
