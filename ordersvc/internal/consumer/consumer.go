@@ -79,9 +79,9 @@ type Consumer struct {
 // connects in the background; nothing is read before Run.
 func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *slog.Logger, m *metrics.Counters) (*Consumer, error) {
 	kc, err := kafka.NewConsumer(&kafka.ConfigMap{
-		"bootstrap.servers":    cfg.Brokers,
-		"group.id":             cfg.Group,
-		"client.id":            clientID(),
+		"bootstrap.servers": cfg.Brokers,
+		"group.id":          cfg.Group,
+		"client.id":         clientID(),
 		// Offsets are stored only once their batch is committed in
 		// PostgreSQL (StoreOffsets in commit), and librdkafka commits the
 		// stored ones in the background and on revoke and close. A
@@ -96,7 +96,7 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 		"enable.auto.offset.store": false,
 		"auto.commit.interval.ms":  200,
 		"auto.offset.reset":        "earliest",
-		"enable.partition.eof": false,
+		"enable.partition.eof":     false,
 		// A member killed without leaving gives its partitions back after
 		// this, not librdkafka's 45 s default (a restart waited that long).
 		"session.timeout.ms":    6000,
