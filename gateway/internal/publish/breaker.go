@@ -65,6 +65,11 @@ func (b *breaker) failure(now time.Time, trial bool) {
 	}
 }
 
+// untried gives the trial back without a verdict (the producer refused
+// the event locally, which says nothing about the broker): the next publish
+// is the trial.
+func (b *breaker) untried() { b.trial.Store(false) }
+
 // trip opens the breaker at once (librdkafka reports every broker down).
 func (b *breaker) trip(now time.Time) {
 	if b.threshold > 0 {

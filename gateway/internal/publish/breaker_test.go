@@ -59,6 +59,13 @@ func TestBreaker(t *testing.T) {
 			{at: 2400 * time.Millisecond, do: "allow", wantOK: false},
 			{at: 2500 * time.Millisecond, do: "allow", wantOK: true, wantTrial: true},
 		}},
+		{name: "a trial refused locally proves nothing: it stays open, the next publish is the trial", threshold: 1, steps: []step{
+			{do: "failure"},
+			{at: time.Second, do: "allow", wantOK: true, wantTrial: true},
+			{at: time.Second, do: "untried"},
+			{at: time.Second, do: "open", wantOpen: true},
+			{at: time.Second, do: "allow", wantOK: true, wantTrial: true},
+		}},
 		{name: "a late acknowledgement of an earlier delivery closes it", threshold: 1, steps: []step{
 			{do: "failure"},
 			{at: 10 * time.Millisecond, do: "success"},
@@ -91,6 +98,8 @@ func TestBreaker(t *testing.T) {
 					b.failure(now, s.trial)
 				case "trip":
 					b.trip(now)
+				case "untried":
+					b.untried()
 				case "open":
 					if got := b.open(); got != s.wantOpen {
 						t.Fatalf("step %d: open at +%v = %v, want %v", i, s.at, got, s.wantOpen)

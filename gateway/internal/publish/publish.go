@@ -113,7 +113,7 @@ func (p *Producer) Publish(itemID int64, value []byte) error {
 		p.breaker.failure(p.now(), trial)
 	default: // refused locally: says nothing about the broker
 		if trial {
-			p.breaker.success(true)
+			p.breaker.untried()
 		}
 	}
 	return err
