@@ -24,6 +24,8 @@ done
 # Development secrets and service helpers shared with deploy/demo.sh.
 # shellcheck source=deploy/services.sh
 source "$root/deploy/services.sh"
+# shellcheck source=deploy/stackenv.sh
+source "$root/deploy/stackenv.sh"
 load_dev_env "$stack"
 
 echo "run.sh: building the baseline and bench commands into $out/bin" >&2
@@ -41,8 +43,8 @@ export FLASHSALE_ORDERSVC_ADMIN_ADDR="127.0.0.1:$((os_port + 1))"
 # The bench's own topics, created as the stack creates the demo's (the
 # one-node stack: replication factor 1), so the first purchases do not wait
 # for auto-creation and a leader election.
-"$stack/bin/kafka-admin" topics -bootstrap "${FLASHSALE_KAFKA_BROKERS:-127.0.0.1:19092}" \
-	-topics "$FLASHSALE_ORDERS_TOPIC,$FLASHSALE_DLQ_TOPIC" -partitions "${FLASHSALE_KAFKA_PARTITIONS:-12}" \
+"$stack/bin/kafka-admin" topics -bootstrap "${FLASHSALE_KAFKA_BROKERS:-127.0.0.1:$FLASHSALE_KAFKA_PORT}" \
+	-topics "$FLASHSALE_ORDERS_TOPIC,$FLASHSALE_DLQ_TOPIC" -partitions "$FLASHSALE_KAFKA_PARTITIONS" \
 	-replication-factor 1 -min-insync-replicas 1 >&2
 
 echo "run.sh: starting ordersvc and gateway (logs in $out/logs)" >&2

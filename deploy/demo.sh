@@ -13,6 +13,8 @@ mkdir -p "$stack/logs"
 # helpers that start and stop the services, shared with benchmarks/run.sh.
 # shellcheck source=deploy/services.sh
 source "$root/deploy/services.sh"
+# shellcheck source=deploy/stackenv.sh
+source "$root/deploy/stackenv.sh"
 load_dev_env "$stack"
 
 case "${FLASHSALE_CLUSTER:-${FLASHSALE_REDIS_CLUSTER:-0}}" in
@@ -21,10 +23,10 @@ case "${FLASHSALE_CLUSTER:-${FLASHSALE_REDIS_CLUSTER:-0}}" in
 	# DEMO_SHARDS shards, the three-node Kafka cluster (replication factor
 	# 3, min.insync.replicas 2), two order services sharing the consumer
 	# group and two gateways sharing port 8080 (SO_REUSEPORT).
-	base="${FLASHSALE_REDIS_CLUSTER_PORT:-17001}"
+	base="$FLASHSALE_REDIS_CLUSTER_PORT"
 	FLASHSALE_REDIS_ADDR="$(for i in 0 1 2 3 4 5; do printf '127.0.0.1:%d,' $((base + i)); done)"
 	export FLASHSALE_REDIS_ADDR="${FLASHSALE_REDIS_ADDR%,}"
-	kbase="${FLASHSALE_KAFKA_CLUSTER_PORT:-19101}"
+	kbase="$FLASHSALE_KAFKA_CLUSTER_PORT"
 	export FLASHSALE_KAFKA_BROKERS="127.0.0.1:$kbase,127.0.0.1:$((kbase + 1)),127.0.0.1:$((kbase + 2))"
 	instances=2
 	shards="${DEMO_SHARDS:-3}"
@@ -35,7 +37,7 @@ case "${FLASHSALE_CLUSTER:-${FLASHSALE_REDIS_CLUSTER:-0}}" in
 	;;
 esac
 
-echo "demo: starting $instances ordersvc and $instances gateway (logs in $stack/logs; Redis ${FLASHSALE_REDIS_ADDR:-127.0.0.1:16379}; Kafka ${FLASHSALE_KAFKA_BROKERS:-127.0.0.1:19092})"
+echo "demo: starting $instances ordersvc and $instances gateway (logs in $stack/logs; Redis ${FLASHSALE_REDIS_ADDR:-127.0.0.1:$FLASHSALE_REDIS_PORT}; Kafka ${FLASHSALE_KAFKA_BROKERS:-127.0.0.1:$FLASHSALE_KAFKA_PORT})"
 for i in $(seq 0 $((instances - 1))); do
 	start_service "$stack/logs/ordersvc-$i.log" env FLASHSALE_ORDERSVC_ADDR="127.0.0.1:$((8090 + 2 * i))" \
 		FLASHSALE_ORDERSVC_ADMIN_ADDR="127.0.0.1:$((8091 + 2 * i))" "$bin/ordersvc" serve

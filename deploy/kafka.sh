@@ -21,9 +21,10 @@
 # broker, so a network fault can sit between it and one broker (toxiproxy;
 # see faults/). Services and tests use the plain listener.
 
-KAFKA_PORT="${FLASHSALE_KAFKA_PORT:-19092}"
-KAFKA_CLUSTER_PORT="${FLASHSALE_KAFKA_CLUSTER_PORT:-19101}"
-KAFKA_PARTITIONS="${FLASHSALE_KAFKA_PARTITIONS:-12}"
+# Ports and partitions come from deploy/stack.env (stack.sh loads it).
+KAFKA_PORT="$FLASHSALE_KAFKA_PORT"
+KAFKA_CLUSTER_PORT="$FLASHSALE_KAFKA_CLUSTER_PORT"
+KAFKA_PARTITIONS="$FLASHSALE_KAFKA_PARTITIONS"
 # 2 cores and 24 GiB: a node of the local stack needs little heap (its
 # data lives in the page cache, not the heap); four of them run during
 # make test. Production brokers get 6 GiB (deploy/README.md).

@@ -32,7 +32,7 @@ usage: deploy/stack.sh COMMAND [SERVICE]
                           starts every dead node and waits for all three)
   wipe                    down, then delete the data folder
 
-environment (defaults in brackets):
+environment (defaults in brackets; the ports' defaults are deploy/stack.env's):
   FLASHSALE_STACK_DIR          data, logs and pid files [<repo>/.stack]
   FLASHSALE_REDIS_PORT         [16379]
   FLASHSALE_PG_PORT            [15432]
@@ -51,12 +51,15 @@ EOF
 }
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+# The ports (deploy/stack.env), unless the environment sets them.
+# shellcheck source=deploy/stackenv.sh
+source "$ROOT/deploy/stackenv.sh"
 STACK="${FLASHSALE_STACK_DIR:-$ROOT/.stack}"
-REDIS_PORT="${FLASHSALE_REDIS_PORT:-16379}"
-PG_PORT="${FLASHSALE_PG_PORT:-15432}"
+REDIS_PORT="$FLASHSALE_REDIS_PORT"
+PG_PORT="$FLASHSALE_PG_PORT"
 WAIT="${FLASHSALE_STACK_WAIT:-60}"
 CLUSTER="${FLASHSALE_CLUSTER:-${FLASHSALE_REDIS_CLUSTER:-0}}"
-CLUSTER_PORT="${FLASHSALE_REDIS_CLUSTER_PORT:-17001}"
+CLUSTER_PORT="$FLASHSALE_REDIS_CLUSTER_PORT"
 CLUSTER_NODES=6 # 3 masters, 3 replicas
 HOST=127.0.0.1
 PG_USER=flashsale

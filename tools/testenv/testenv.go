@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ import (
 // RedisAddr may be a comma-separated list (a cluster's seed nodes): every
 // binary accepts the same setting (see pkg/redisconn).
 func RedisAddr() string {
-	return env("FLASHSALE_REDIS_ADDR", "127.0.0.1:"+env("FLASHSALE_REDIS_PORT", "16379"))
+	return env("FLASHSALE_REDIS_ADDR", "127.0.0.1:"+stackSetting("FLASHSALE_REDIS_PORT"))
 }
 
 // clusterNodes is how many nodes deploy/stack.sh starts for the cluster.
@@ -39,9 +40,9 @@ func RedisClusterAddr() string {
 	if v := os.Getenv("FLASHSALE_REDIS_CLUSTER_ADDR"); v != "" {
 		return v
 	}
-	base, err := strconv.Atoi(env("FLASHSALE_REDIS_CLUSTER_PORT", "17001"))
+	base, err := strconv.Atoi(stackSetting("FLASHSALE_REDIS_CLUSTER_PORT"))
 	if err != nil {
-		base = 17001
+		return "redis-cluster-port-unknown:0"
 	}
 	addrs := make([]string, clusterNodes)
 	for i := range addrs {
@@ -174,7 +175,7 @@ func FlushAll(ctx context.Context, c rueidis.Client) error {
 // KafkaBrokers is the bootstrap list of the one-node Apache Kafka of the
 // local stack.
 func KafkaBrokers() string {
-	return env("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:"+env("FLASHSALE_KAFKA_PORT", "19092"))
+	return env("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:"+stackSetting("FLASHSALE_KAFKA_PORT"))
 }
 
 // KafkaClusterNodes is how many nodes deploy/stack.sh starts for the Kafka
@@ -185,9 +186,9 @@ const KafkaClusterNodes = 3
 // FLASHSALE_KAFKA_CLUSTER_PORT (19101) + id - 1, as deploy/kafka.sh lays
 // them out.
 func KafkaClusterPort(id int) int {
-	base, err := strconv.Atoi(env("FLASHSALE_KAFKA_CLUSTER_PORT", "19101"))
+	base, err := strconv.Atoi(stackSetting("FLASHSALE_KAFKA_CLUSTER_PORT"))
 	if err != nil {
-		base = 19101
+		return 0 // stackSetting names the problem where the address is used
 	}
 	return base + id - 1
 }
@@ -206,9 +207,9 @@ func KafkaProxiedPort() int     { return kafkaPort() + 3 }
 func KafkaProxiedUpstream() int { return kafkaPort() + 2 }
 
 func kafkaPort() int {
-	p, err := strconv.Atoi(env("FLASHSALE_KAFKA_PORT", "19092"))
+	p, err := strconv.Atoi(stackSetting("FLASHSALE_KAFKA_PORT"))
 	if err != nil {
-		return 19092
+		return 0
 	}
 	return p
 }
@@ -244,7 +245,56 @@ func RequireKafkaCluster(t testing.TB) string {
 
 // PostgresDSN is the connection string of the local PostgreSQL.
 func PostgresDSN() string {
-	return env("FLASHSALE_PG_DSN", fmt.Sprintf("postgres://flashsale@127.0.0.1:%s/flashsale?sslmode=disable", env("FLASHSALE_PG_PORT", "15432")))
+	return env("FLASHSALE_PG_DSN", fmt.Sprintf("postgres://flashsale@127.0.0.1:%s/flashsale?sslmode=disable", stackSetting("FLASHSALE_PG_PORT")))
+}
+
+// stackSetting is one of the local stack's settings: the environment's
+// value, else deploy/stack.env's (the file deploy/stack.sh starts the
+// servers from), found by walking up from the test's folder. Without
+// either it names the problem in place of a value, so the address that
+// uses it fails saying why.
+func stackSetting(k string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	stackEnvOnce.Do(loadStackEnv)
+	if v, ok := stackEnv[k]; ok {
+		return v
+	}
+	return "missing-" + k + "-see-deploy-stack.env" + stackEnvErr
+}
+
+var (
+	stackEnvOnce sync.Once
+	stackEnv     map[string]string
+	stackEnvErr  string
+)
+
+func loadStackEnv() {
+	stackEnv = map[string]string{}
+	dir, err := os.Getwd()
+	if err != nil {
+		stackEnvErr = "-" + err.Error()
+		return
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "deploy", "stack.env"))
+		if err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+				if ok && !strings.HasPrefix(k, "#") {
+					stackEnv[k] = v
+				}
+			}
+			return
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			stackEnvErr = "-not-found-above-the-test-folder"
+			return
+		}
+		dir = parent
+	}
 }
 
 func env(k, def string) string {
@@ -284,7 +334,7 @@ func PostgresAddr() string {
 		}
 		return u.Host
 	}
-	return "127.0.0.1:" + env("FLASHSALE_PG_PORT", "15432")
+	return "127.0.0.1:" + stackSetting("FLASHSALE_PG_PORT")
 }
 
 // Context returns a context bounded by the test's deadline (or 2 minutes).
