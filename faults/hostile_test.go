@@ -91,6 +91,8 @@ func TestHostileInputOnRealBinaries(t *testing.T) {
 		{"gateway admin route on the public listener", "PUT", s.GatewayURL + "/admin/limits", "Bearer " + harness.AdminToken, `{}`, 404, "NOT_FOUND"},
 		{"gateway admin without credential", "PUT", s.GatewayAdminURL + "/admin/limits", "", `{"purchase":{"user":{"rate":0,"burst":1}}}`, 401, "UNAUTHORIZED"},
 		{"gateway admin with a shopper token", "PUT", s.GatewayAdminURL + "/admin/limits", bob, `{"purchase":{"user":{"rate":0,"burst":1}}}`, 401, "UNAUTHORIZED"},
+		// the dashboard's data answered 403 once, the other admin routes 401
+		{"gateway dashboard without credential", "GET", s.GatewayAdminURL + "/admin/dashboard", "", "", 401, "UNAUTHORIZED"},
 		{"order service admin without credential", "POST", fmt.Sprintf("%s/admin/sales/%d/load-stock", s.AdminURL, sl.id), "", "", 401, "UNAUTHORIZED"},
 		{"order service admin with a wrong credential", "POST", fmt.Sprintf("%s/admin/sales/%d/reconcile?repair=true", s.AdminURL, sl.id), "Bearer " + harness.AdminToken + "x", "", 401, "UNAUTHORIZED"},
 		{"order service admin with a shopper token", "POST", s.AdminURL + "/admin/sales", bob, `{"name":"x"}`, 401, "UNAUTHORIZED"},
@@ -118,6 +120,11 @@ func TestHostileInputOnRealBinaries(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != tt.want || !strings.Contains(string(b), `"error":"`+tt.code+`"`) {
 				t.Errorf("got %d %s, want %d with error %s", resp.StatusCode, b, tt.want, tt.code)
+				return
+			}
+			// Every admin listener challenges alike (pkg/adminauth).
+			if strings.Contains(tt.url, "/admin/") && tt.want == http.StatusUnauthorized && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("401 without a Bearer challenge: WWW-Authenticate %q", resp.Header.Get("WWW-Authenticate"))
 				return
 			}
 			answered++

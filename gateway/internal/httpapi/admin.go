@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"flashsale/pkg/adminauth"
+
 	"context"
 	"encoding/json"
 	"sort"
@@ -10,15 +12,10 @@ import (
 	"flashsale/gateway/internal/ratelimit"
 )
 
-// admin wraps an operator endpoint with the admin credential check.
+// admin wraps an operator endpoint with the admin credential check every
+// admin listener shares (pkg/adminauth: 401 with a Bearer challenge).
 func (a *API) admin(h fasthttp.RequestHandler) fasthttp.RequestHandler {
-	return func(ctx *fasthttp.RequestCtx) {
-		if !a.checkAdmin(ctx) {
-			errForbiddenAdmin.write(ctx)
-			return
-		}
-		h(ctx)
-	}
+	return adminauth.New(a.AdminToken).Wrap(h)
 }
 
 // limitsView is the live rate-limit configuration of this gateway.

@@ -38,7 +38,6 @@ var (
 	errNotAdmitted      = newAPIError(fasthttp.StatusForbidden, "NOT_ADMITTED", "a valid admission token from the queue is required", "")
 	errBadProof         = newAPIError(fasthttp.StatusForbidden, "BAD_PROOF", "solve the queue challenge first", "")
 	errTicketExpired    = newAPIError(fasthttp.StatusGone, "TICKET_EXPIRED", "the place was given up after polling stopped; join again", "")
-	errForbiddenAdmin   = newAPIError(fasthttp.StatusUnauthorized, "UNAUTHORIZED", "admin credential required", "")
 	errMethod           = newAPIError(fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "method not allowed on this path", "")
 	errInternal         = newAPIError(fasthttp.StatusInternalServerError, "INTERNAL", "internal error", "")
 )

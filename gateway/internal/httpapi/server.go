@@ -7,7 +7,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"errors"
 	"io"
 	"log/slog"
@@ -321,13 +320,4 @@ func (a *API) readyz(ctx *fasthttp.RequestCtx) {
 	}
 	ctx.SetContentType("application/json")
 	ctx.SetBodyString(`{"status":"ready"}`)
-}
-
-// checkAdmin compares the admin bearer token in constant time.
-func (a *API) checkAdmin(ctx *fasthttp.RequestCtx) bool {
-	h := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
-	if !bytes.HasPrefix(h, bearerPrefix) || len(a.AdminToken) == 0 {
-		return false
-	}
-	return subtle.ConstantTimeCompare(h[len(bearerPrefix):], a.AdminToken) == 1
 }

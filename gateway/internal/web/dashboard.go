@@ -1,6 +1,8 @@
 package web
 
 import (
+	"flashsale/pkg/adminauth"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -215,8 +217,8 @@ func (d *Dashboard) Admin(next fasthttp.RequestHandler) fasthttp.RequestHandler 
 			writeError(ctx, fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "GET only")
 			return
 		}
-		if !bearerOK(ctx, d.src.AdminToken) {
-			writeError(ctx, fasthttp.StatusForbidden, "FORBIDDEN", "admin token required")
+		if !adminauth.New(d.src.AdminToken).OK(ctx) {
+			adminauth.Refuse(ctx)
 			return
 		}
 		ids, ok := parseIDs(ctx.QueryArgs().Peek("sale"))

@@ -7,7 +7,6 @@ package web
 
 import (
 	"bytes"
-	"crypto/subtle"
 	"embed"
 	"io/fs"
 	"mime"
@@ -107,14 +106,4 @@ func SalePage(next fasthttp.RequestHandler) (fasthttp.RequestHandler, error) {
 			next(ctx)
 		}
 	}, nil
-}
-
-// bearerOK compares the admin bearer token in constant time.
-func bearerOK(ctx *fasthttp.RequestCtx, token []byte) bool {
-	h := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
-	const prefix = "Bearer "
-	if len(token) == 0 || !bytes.HasPrefix(h, []byte(prefix)) {
-		return false
-	}
-	return subtle.ConstantTimeCompare(h[len(prefix):], token) == 1
 }

@@ -87,8 +87,8 @@ func TestDashboardRoutes(t *testing.T) {
 	}{
 		{"page without token (it asks for one)", "GET", "/dashboard/", "", 200},
 		{"script", "GET", "/dashboard/dashboard.js", "", 200},
-		{"state needs the admin token", "GET", "/admin/dashboard", "", 403},
-		{"state refuses a wrong token", "GET", "/admin/dashboard", "admin-token-wrong-000000", 403},
+		{"state needs the admin token", "GET", "/admin/dashboard", "", 401},
+		{"state refuses a wrong token", "GET", "/admin/dashboard", "admin-token-wrong-000000", 401},
 		{"state", "GET", "/admin/dashboard", "admin-token-0123456789", 200},
 		{"state is read only", "PUT", "/admin/dashboard", "admin-token-0123456789", 405},
 		{"state of chosen sales", "GET", "/admin/dashboard?sale=3,1", "admin-token-0123456789", 200},

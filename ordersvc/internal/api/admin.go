@@ -1,9 +1,9 @@
 package api
 
 import (
+	"flashsale/pkg/adminauth"
+
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -28,11 +28,11 @@ const StatusTimeout = 3 * time.Second
 
 // Admin serves the operators' endpoints on the admin listener.
 type Admin struct {
-	sales     *sale.Service
-	tokenHash [sha256.Size]byte
-	health    *Health
-	webhook   *PaymentWebhook
-	log       *slog.Logger
+	sales   *sale.Service
+	check   adminauth.Check
+	health  *Health
+	webhook *PaymentWebhook
+	log     *slog.Logger
 	// stopping ends when the service shuts down: the long operations
 	// (load-stock and repairs, which wait for the consumer) stop then, since
 	// a stopping consumer commits nothing more and they could only time out.
@@ -42,7 +42,7 @@ type Admin struct {
 // NewAdmin builds the admin API; token is the bearer credential. webhook
 // is the payment provider's endpoint, nil when none is configured.
 func NewAdmin(s *sale.Service, token []byte, h *Health, webhook *PaymentWebhook, log *slog.Logger) *Admin {
-	return &Admin{sales: s, tokenHash: sha256.Sum256(token), health: h, webhook: webhook, log: log,
+	return &Admin{sales: s, check: adminauth.New(token), health: h, webhook: webhook, log: log,
 		stopping: context.Background()}
 }
 
@@ -85,17 +85,10 @@ func (a *Admin) Handler(base context.Context) fasthttp.RequestHandler {
 	return Recover(a.log, r.Handler)
 }
 
-// auth compares SHA-256 digests in constant time, so neither the token nor
-// its length leaks through timing.
+// auth is the admin credential check every admin listener shares
+// (pkg/adminauth).
 func (a *Admin) auth(next fasthttp.RequestHandler) fasthttp.RequestHandler {
-	return func(ctx *fasthttp.RequestCtx) {
-		got := sha256.Sum256(bearer(ctx))
-		if subtle.ConstantTimeCompare(got[:], a.tokenHash[:]) != 1 {
-			writeUnauthorized(ctx)
-			return
-		}
-		next(ctx)
-	}
+	return a.check.Wrap(next)
 }
 
 func saleID(ctx *fasthttp.RequestCtx) (int64, bool) {

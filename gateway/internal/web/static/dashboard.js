@@ -44,7 +44,7 @@ async function refresh() {
     // ?sale=ID[,ID] pins sales; otherwise the server sends the five newest.
     const pinned = new URLSearchParams(location.search).get("sale");
     const r = await call("GET", "/admin/dashboard" + (pinned ? "?sale=" + encodeURIComponent(pinned) : ""));
-    if (r.status === 403) {
+    if (r.status === 401) {
       sessionStorage.removeItem("flashsale.admin");
       $("login").classList.remove("hidden");
       return;
