@@ -63,15 +63,30 @@ func (a *API) writeGauges(w io.Writer) {
 		p("flashsale_gateway_queue_admission_rate{sale=\"%d\"} %g\n", id, q.Rate)
 	}
 	a.gauges.mu.Unlock()
-	p("# HELP flashsale_gateway_rate_limit Token bucket rule in force (rate per second, burst).\n# TYPE flashsale_gateway_rate_limit gauge\n")
-	p("# HELP flashsale_gateway_rate_limit_buckets Buckets held.\n# TYPE flashsale_gateway_rate_limit_buckets gauge\n")
-	for _, l := range []struct {
+	a.writeLimiterGauges(w)
+}
+
+// writeLimiterGauges writes the rate limiters' rules, table sizes and
+// overflows.
+func (a *API) writeLimiterGauges(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	limiters := []struct {
 		route, key string
 		lim        *ratelimit.Limiter
-	}{{"purchase", "user", a.PurchaseLimits.User}, {"purchase", "ip", a.PurchaseLimits.IP}, {"queue", "user", a.QueueLimits.User}, {"queue", "ip", a.QueueLimits.IP}} {
+	}{{"purchase", "user", a.PurchaseLimits.User}, {"purchase", "ip", a.PurchaseLimits.IP}, {"queue", "user", a.QueueLimits.User}, {"queue", "ip", a.QueueLimits.IP}}
+	// One family after the other: a family's samples stay together.
+	p("# HELP flashsale_gateway_rate_limit Token bucket rule in force (rate per second, burst).\n# TYPE flashsale_gateway_rate_limit gauge\n")
+	for _, l := range limiters {
 		r := l.lim.Rule()
 		p("flashsale_gateway_rate_limit{route=%q,key=%q,param=\"rate\"} %g\n", l.route, l.key, r.Rate)
 		p("flashsale_gateway_rate_limit{route=%q,key=%q,param=\"burst\"} %d\n", l.route, l.key, r.Burst)
+	}
+	p("# HELP flashsale_gateway_rate_limit_buckets Buckets held.\n# TYPE flashsale_gateway_rate_limit_buckets gauge\n")
+	for _, l := range limiters {
 		p("flashsale_gateway_rate_limit_buckets{route=%q,key=%q} %d\n", l.route, l.key, l.lim.Len())
+	}
+	p("# HELP flashsale_gateway_rate_limit_overflow_total Requests let through unlimited because the limiter's table was full (FLASHSALE_LIMIT_MAX_KEYS).\n# TYPE flashsale_gateway_rate_limit_overflow_total counter\n")
+	for _, l := range limiters {
+		p("flashsale_gateway_rate_limit_overflow_total{route=%q,key=%q} %d\n", l.route, l.key, l.lim.Overflows())
 	}
 }
