@@ -53,12 +53,66 @@ func (v Verdict) OK() bool {
 	return v.Oversold == 0 && v.Lost == 0 && v.Duplicates == 0 && v.StockConserved && v.UnreleasedRejects == 0
 }
 
-// Run audits saleID. accepted maps every order id answered with 202 to the
-// user it was answered to.
-func Run(ctx context.Context, pool *pgxpool.Pool, st *stock.Store, saleID int64, accepted map[string]string) (Verdict, error) {
-	v := Verdict{StockConserved: true}
-	problem := func(format string, a ...any) { v.Problems = append(v.Problems, fmt.Sprintf(format, a...)) }
+// facts is what PostgreSQL and Redis hold for one sale, read without
+// judging it: judge decides what it means.
+type facts struct {
+	items []itemFacts
+	// orders are every row of the sale, in the order PostgreSQL returned them.
+	orders []orderRow
+	// holders is how many buyers Redis holds a unit for.
+	holders int
+	// unreleased counts ended orders whose unit was not given back yet.
+	unreleased int64
+}
 
+// itemFacts is an item's PostgreSQL row and its Redis stock (RedisLeft).
+// A missing key is a flag here, not RedisLeft -1: a stock of -1 in Redis
+// is an oversell.
+type itemFacts struct {
+	Item
+	redisMissing bool
+}
+
+// orderRow is one flash_sale_order row.
+type orderRow struct {
+	id, user, status, reason string
+}
+
+// Run audits saleID. accepted maps every order id answered with 202 to the
+// user it was answered to. The verdict is meaningful only when err is nil.
+func Run(ctx context.Context, pool *pgxpool.Pool, st *stock.Store, saleID int64, accepted map[string]string) (Verdict, error) {
+	f, err := read(ctx, pool, st, saleID)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("audit sale %d: %w", saleID, err)
+	}
+	return judge(f, accepted), nil
+}
+
+// read gathers the facts in the order the audit has always read them:
+// items, each item's Redis stock, orders, Redis holders, the release outbox.
+func read(ctx context.Context, pool *pgxpool.Pool, st *stock.Store, saleID int64) (facts, error) {
+	var f facts
+	var err error
+	if f.items, err = readItems(ctx, pool, st, saleID); err != nil {
+		return f, err
+	}
+	if f.orders, err = readOrders(ctx, pool, saleID); err != nil {
+		return f, err
+	}
+	holders, err := st.Holders(ctx, saleID)
+	if err != nil {
+		return f, err
+	}
+	f.holders = len(holders)
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM stock_release WHERE sale_id = $1 AND released_at IS NULL`, saleID).Scan(&f.unreleased); err != nil {
+		return f, fmt.Errorf("outbox: %w", err)
+	}
+	return f, nil
+}
+
+// readItems reads the sale's items with their order counts from PostgreSQL,
+// then each item's stock left in Redis.
+func readItems(ctx context.Context, pool *pgxpool.Pool, st *stock.Store, saleID int64) ([]itemFacts, error) {
 	rows, err := pool.Query(ctx, `
 		SELECT i.id, i.quantity, i.sold,
 		       count(o.id) FILTER (WHERE o.status IN ('PENDING', 'PAID')),
@@ -66,58 +120,120 @@ func Run(ctx context.Context, pool *pgxpool.Pool, st *stock.Store, saleID int64,
 		FROM flash_sale_item i LEFT JOIN flash_sale_order o ON o.item_id = i.id
 		WHERE i.sale_id = $1 GROUP BY i.id ORDER BY i.id`, saleID)
 	if err != nil {
-		return v, fmt.Errorf("audit sale %d: items: %w", saleID, err)
+		return nil, fmt.Errorf("items: %w", err)
 	}
+	var items []itemFacts
 	for rows.Next() {
-		var it Item
+		var it itemFacts
 		if err := rows.Scan(&it.ID, &it.Quantity, &it.Sold, &it.Active, &it.Rejected); err != nil {
 			rows.Close()
-			return v, fmt.Errorf("audit sale %d: %w", saleID, err)
+			return nil, err
 		}
-		v.Items = append(v.Items, it)
+		items = append(items, it)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return v, fmt.Errorf("audit sale %d: items: %w", saleID, err)
+		return nil, fmt.Errorf("items: %w", err)
 	}
-	if len(v.Items) == 0 {
-		return v, fmt.Errorf("audit sale %d: no items", saleID)
+	if len(items) == 0 {
+		return nil, errors.New("no items")
 	}
-
-	var activeTotal int64
-	for i := range v.Items {
-		it := &v.Items[i]
-		activeTotal += it.Active
-		left, err := st.Left(ctx, saleID, it.ID)
+	for i := range items {
+		left, err := st.Left(ctx, saleID, items[i].ID)
 		switch {
 		case errors.Is(err, stock.ErrNotLoaded):
+			items[i].redisMissing = true
+		case err != nil:
+			return nil, err
+		default:
+			items[i].RedisLeft = left
+		}
+	}
+	return items, nil
+}
+
+// readOrders reads every order row of the sale.
+func readOrders(ctx context.Context, pool *pgxpool.Pool, saleID int64) ([]orderRow, error) {
+	rows, err := pool.Query(ctx, `SELECT id::text, user_id, status, coalesce(reject_reason, '') FROM flash_sale_order WHERE sale_id = $1`, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("orders: %w", err)
+	}
+	var orders []orderRow
+	for rows.Next() {
+		var o orderRow
+		if err := rows.Scan(&o.id, &o.user, &o.status, &o.reason); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		orders = append(orders, o)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("orders: %w", err)
+	}
+	return orders, nil
+}
+
+// judge holds the facts against the invariants and against accepted, what
+// the crowd was told (order id -> user answered 202). It reads nothing.
+func judge(f facts, accepted map[string]string) Verdict {
+	v := Verdict{StockConserved: true}
+	activeTotal := v.judgeItems(f.items)
+	v.judgeOrders(f.orders, accepted)
+	if int64(f.holders) != activeTotal {
+		v.StockConserved = false
+		v.problem("Redis holds %d buyers, PostgreSQL %d active orders", f.holders, activeTotal)
+	}
+	v.UnreleasedRejects = f.unreleased
+	if v.UnreleasedRejects > 0 {
+		v.problem("%d ended orders still wait for their unit to be returned", v.UnreleasedRejects)
+	}
+	return v
+}
+
+func (v *Verdict) problem(format string, a ...any) {
+	v.Problems = append(v.Problems, fmt.Sprintf(format, a...))
+}
+
+// judgeItems checks each item's stock: Redis left + active = quantity,
+// sold = active, nothing beyond quantity. It returns the active orders of
+// the sale, which Redis must hold a unit for each of.
+func (v *Verdict) judgeItems(items []itemFacts) (activeTotal int64) {
+	for _, fi := range items {
+		it := fi.Item
+		activeTotal += it.Active
+		if fi.redisMissing {
 			it.RedisLeft = -1
 			v.StockConserved = false
-			problem("item %d: stock key missing in Redis", it.ID)
-		case err != nil:
-			return v, fmt.Errorf("audit sale %d: %w", saleID, err)
-		default:
-			it.RedisLeft = left
+			v.problem("item %d: stock key missing in Redis", it.ID)
+		} else {
+			left := it.RedisLeft
 			if left < 0 {
 				v.Oversold += -left
-				problem("item %d: Redis stock is %d", it.ID, left)
+				v.problem("item %d: Redis stock is %d", it.ID, left)
 			}
 			if left+it.Active != it.Quantity {
 				v.StockConserved = false
-				problem("item %d: Redis left %d + active %d != quantity %d", it.ID, left, it.Active, it.Quantity)
+				v.problem("item %d: Redis left %d + active %d != quantity %d", it.ID, left, it.Active, it.Quantity)
 			}
 		}
 		if it.Active > it.Quantity {
 			v.Oversold += it.Active - it.Quantity
-			problem("item %d: %d active orders for %d units", it.ID, it.Active, it.Quantity)
+			v.problem("item %d: %d active orders for %d units", it.ID, it.Active, it.Quantity)
 		}
 		if it.Sold != it.Active {
 			v.StockConserved = false
-			problem("item %d: sold column %d != active orders %d", it.ID, it.Sold, it.Active)
+			v.problem("item %d: sold column %d != active orders %d", it.ID, it.Sold, it.Active)
 		}
+		v.Items = append(v.Items, it)
 	}
+	return activeTotal
+}
 
-	// What the crowd was told against what PostgreSQL holds.
+// judgeOrders holds what the crowd was told against what PostgreSQL holds:
+// every 202 has its row for its user, no row nobody was told about, one
+// active order per user.
+func (v *Verdict) judgeOrders(orders []orderRow, accepted map[string]string) {
 	found := map[string]string{} // order id -> user
 	var activeByUser = map[string]int{}
 	// A gateway that could not confirm a publish writes the order REJECTED
@@ -126,25 +242,12 @@ func Run(ctx context.Context, pool *pgxpool.Pool, st *stock.Store, saleID int64,
 	// told about, on purpose. So does the order service for a reservation
 	// whose gateway died before publishing it (event.RejectAbandoned).
 	abandoned := map[string]bool{}
-	orows, err := pool.Query(ctx, `SELECT id::text, user_id, status, coalesce(reject_reason, '') FROM flash_sale_order WHERE sale_id = $1`, saleID)
-	if err != nil {
-		return v, fmt.Errorf("audit sale %d: orders: %w", saleID, err)
-	}
-	for orows.Next() {
-		var id, user, status, reason string
-		if err := orows.Scan(&id, &user, &status, &reason); err != nil {
-			orows.Close()
-			return v, fmt.Errorf("audit sale %d: %w", saleID, err)
+	for _, o := range orders {
+		found[o.id] = o.user
+		abandoned[o.id] = o.status == "REJECTED" && (o.reason == PublishFailed || o.reason == event.RejectAbandoned)
+		if o.status == "PENDING" || o.status == "PAID" {
+			activeByUser[o.user]++
 		}
-		found[id] = user
-		abandoned[id] = status == "REJECTED" && (reason == PublishFailed || reason == event.RejectAbandoned)
-		if status == "PENDING" || status == "PAID" {
-			activeByUser[user]++
-		}
-	}
-	orows.Close()
-	if err := orows.Err(); err != nil {
-		return v, fmt.Errorf("audit sale %d: orders: %w", saleID, err)
 	}
 	for id, user := range accepted {
 		got, ok := found[id]
@@ -152,42 +255,25 @@ func Run(ctx context.Context, pool *pgxpool.Pool, st *stock.Store, saleID int64,
 		case !ok:
 			v.Lost++
 			if v.Lost <= 5 {
-				problem("order %s was answered 202 but has no row", id)
+				v.problem("order %s was answered 202 but has no row", id)
 			}
 		case got != user:
 			v.Duplicates++
-			problem("order %s belongs to %s in PostgreSQL, was answered to %s", id, got, user)
+			v.problem("order %s belongs to %s in PostgreSQL, was answered to %s", id, got, user)
 		}
 	}
 	for id := range found {
 		if _, ok := accepted[id]; !ok && !abandoned[id] {
 			v.Duplicates++
 			if v.Duplicates <= 5 {
-				problem("order %s exists but nobody was answered 202 for it", id)
+				v.problem("order %s exists but nobody was answered 202 for it", id)
 			}
 		}
 	}
 	for user, n := range activeByUser {
 		if n > 1 {
 			v.Duplicates += int64(n - 1)
-			problem("user %s holds %d active orders", user, n)
+			v.problem("user %s holds %d active orders", user, n)
 		}
 	}
-
-	holders, err := st.Holders(ctx, saleID)
-	if err != nil {
-		return v, fmt.Errorf("audit sale %d: %w", saleID, err)
-	}
-	if int64(len(holders)) != activeTotal {
-		v.StockConserved = false
-		problem("Redis holds %d buyers, PostgreSQL %d active orders", len(holders), activeTotal)
-	}
-
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM stock_release WHERE sale_id = $1 AND released_at IS NULL`, saleID).Scan(&v.UnreleasedRejects); err != nil {
-		return v, fmt.Errorf("audit sale %d: outbox: %w", saleID, err)
-	}
-	if v.UnreleasedRejects > 0 {
-		problem("%d ended orders still wait for their unit to be returned", v.UnreleasedRejects)
-	}
-	return v, nil
 }

@@ -63,61 +63,88 @@ type Gateway struct {
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, log: log, limits: limitsOf(cfg)}
 	g.configBypass.Store(&cfg.QueueBypass)
-	var err error
+	if err := g.build(ctx); err != nil {
+		// Closes the clients the steps before the failed one dialed (none
+		// when Redis itself failed).
+		g.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+// build runs New's steps in order; the first error stops it. Each step's
+// error already names its operation (the constructors wrap their own).
+func (g *Gateway) build(ctx context.Context) error {
+	if err := g.dialClients(ctx); err != nil {
+		return err
+	}
+	// Before the catalog is read, as always: a bad key fails without
+	// touching PostgreSQL.
+	verifier, err := auth.NewVerifier(g.cfg.JWTKey, nil, g.cfg.JWTIssuer, "")
+	if err != nil {
+		return err
+	}
+	if err := g.loadCatalog(ctx); err != nil {
+		return err
+	}
+	if err := g.buildAPI(ctx, verifier); err != nil {
+		return err
+	}
+	g.refreshBypass(ctx)
+	return g.buildServers()
+}
+
+// dialClients creates the Redis client, the PostgreSQL pool and the Kafka
+// producer, in that order, keeping each one that succeeds for Close.
+func (g *Gateway) dialClients(ctx context.Context) error {
 	// One node or a cluster's seed list: redisconn lets rueidis pick the mode.
-	g.redis, err = redisconn.New(cfg.RedisAddr, rueidis.ClientOption{
+	rc, err := redisconn.New(g.cfg.RedisAddr, rueidis.ClientOption{
 		DisableCache:      true,
-		ConnWriteTimeout:  cfg.RedisTimeout,
-		Dialer:            net.Dialer{Timeout: cfg.RedisTimeout},
+		ConnWriteTimeout:  g.cfg.RedisTimeout,
+		Dialer:            net.Dialer{Timeout: g.cfg.RedisTimeout},
 		PipelineMultiplex: 2,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	g.pool, err = pgxpool.New(ctx, cfg.PostgresDSN)
+	g.redis = rc
+	g.pool, err = pgxpool.New(ctx, g.cfg.PostgresDSN)
 	if err != nil {
-		g.Close()
-		return nil, fmt.Errorf("postgres pool: %w", err)
+		return fmt.Errorf("postgres pool: %w", err)
 	}
-	g.producer, err = publish.New(publish.Config{Brokers: cfg.KafkaBrokers, Topic: cfg.OrdersTopic,
-		Timeout: cfg.PublishTimeout, Linger: cfg.PublishLinger,
-		FailFastAfter: cfg.PublishFailFastAfter, FailFastFor: cfg.PublishFailFastFor})
-	if err != nil {
-		g.Close()
-		return nil, err
-	}
-	verifier, err := auth.NewVerifier(cfg.JWTKey, nil, cfg.JWTIssuer, "")
-	if err != nil {
-		g.Close()
-		return nil, err
-	}
-	g.catalog = catalog.New(g.pool, cfg.GateKey)
+	g.producer, err = publish.New(publish.Config{Brokers: g.cfg.KafkaBrokers, Topic: g.cfg.OrdersTopic,
+		Timeout: g.cfg.PublishTimeout, Linger: g.cfg.PublishLinger,
+		FailFastAfter: g.cfg.PublishFailFastAfter, FailFastFor: g.cfg.PublishFailFastFor})
+	return err
+}
+
+// loadCatalog reads the sales from PostgreSQL (required) and their stock
+// from Redis (a failure is only logged: the watcher polls again).
+func (g *Gateway) loadCatalog(ctx context.Context) error {
+	g.catalog = catalog.New(g.pool, g.cfg.GateKey)
 	g.stock = stock.New(g.redis, stock.WithShards(g.catalog.Shards))
 	if err := g.catalog.Refresh(ctx); err != nil {
-		g.Close()
-		return nil, err
+		return err
 	}
-	g.watcher = catalog.NewWatcher(g.catalog, g.redis, g.stock, log)
+	g.watcher = catalog.NewWatcher(g.catalog, g.redis, g.stock, g.log)
 	if err := g.watcher.Poll(ctx); err != nil {
-		log.Warn("first stock poll failed", "err", err)
+		g.log.Warn("first stock poll failed", "err", err)
 	}
-	signer, err := admission.NewSigner(cfg.GateKey)
+	return nil
+}
+
+// buildAPI assembles the HTTP API: admission, the buyer, the queue and the
+// rate limits.
+func (g *Gateway) buildAPI(ctx context.Context, verifier *auth.Verifier) error {
+	signer, err := admission.NewSigner(g.cfg.GateKey)
 	if err != nil {
-		g.Close()
-		return nil, err
+		return err
 	}
-	// Settles purchases whose publish was not confirmed; one bounded call on
-	// the purchase path, like a Redis call.
-	settler, err := purchase.NewSettler(g.pool, cfg.SettleTimeout)
+	buyer, finder, err := g.newBuyer()
 	if err != nil {
-		g.Close()
-		return nil, err
+		return err
 	}
-	finder, err := holding.New(g.stock, g.redis, g.pool)
-	if err != nil {
-		g.Close()
-		return nil, err
-	}
+	cfg := g.cfg
 	g.queue = queue.New(g.redis, cfg.QueueGrace)
 	g.bypass = queue.NewBypass(g.redis)
 	g.api = &httpapi.API{
@@ -131,11 +158,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 		PowChallengeTTL: cfg.PowChallengeTTL,
 		Bypass:          g.bypass,
 		Catalog:         g.catalog,
-		Buyer:           purchase.NewBuyer(g.redis, g.stock, g.producer, settler, finder, cfg.RedisTimeout, log),
+		Buyer:           buyer,
 		Holding:         finder,
 		Verifier:        verifier,
 		Orders:          &fasthttp.HostClient{Addr: cfg.OrdersvcAddr, MaxConns: 512, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second},
-		Log:             log,
+		Log:             g.log,
 		Metrics:         &httpapi.Metrics{},
 		Ready: func(ctx context.Context) error {
 			if err := g.redis.Do(ctx, g.redis.B().Ping().Build()).Error(); err != nil {
@@ -151,25 +178,43 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, er
 		BaseCtx:    context.WithoutCancel(ctx),
 		Now:        time.Now,
 	}
-	g.refreshBypass(ctx)
+	return nil
+}
+
+// newBuyer builds the purchase path and the finder of a user's held order
+// that it shares with the API.
+func (g *Gateway) newBuyer() (*purchase.Buyer, *holding.Finder, error) {
+	// Settles purchases whose publish was not confirmed; one bounded call on
+	// the purchase path, like a Redis call.
+	settler, err := purchase.NewSettler(g.pool, g.cfg.SettleTimeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	finder, err := holding.New(g.stock, g.redis, g.pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	return purchase.NewBuyer(g.redis, g.stock, g.producer, settler, finder, g.cfg.RedisTimeout, g.log), finder, nil
+}
+
+// buildServers builds the public and admin servers around the API.
+func (g *Gateway) buildServers() error {
 	// The sale page (/sale/) and the dashboard (/dashboard/, /admin/dashboard)
 	// wrap the API handlers; every other path reaches them untouched.
 	public, err := web.SalePage(g.api.Public())
 	if err != nil {
-		g.Close()
-		return nil, fmt.Errorf("sale page: %w", err)
+		return fmt.Errorf("sale page: %w", err)
 	}
 	g.dash, err = web.NewDashboard(web.Sources{Catalog: g.catalog, Queue: g.queue, Metrics: g.api.Metrics,
-		Orders:         web.NewOrdersClient(cfg.OrdersvcAdminAddr, cfg.AdminToken, 500*time.Millisecond),
+		Orders:         web.NewOrdersClient(g.cfg.OrdersvcAdminAddr, g.cfg.AdminToken, 500*time.Millisecond),
 		PurchaseLimits: g.api.PurchaseLimits, QueueLimits: g.api.QueueLimits,
-		AdminToken: cfg.AdminToken, RedisTimeout: cfg.RedisTimeout, Log: log})
+		AdminToken: g.cfg.AdminToken, RedisTimeout: g.cfg.RedisTimeout, Log: g.log})
 	if err != nil {
-		g.Close()
-		return nil, fmt.Errorf("dashboard: %w", err)
+		return fmt.Errorf("dashboard: %w", err)
 	}
 	g.public = g.server("flashsale-gateway", public)
 	g.admin = g.server("flashsale-gateway-admin", g.dash.Admin(g.api.Admin()))
-	return g, nil
+	return nil
 }
 
 func (g *Gateway) server(name string, h fasthttp.RequestHandler) *fasthttp.Server {

@@ -49,3 +49,53 @@ func TestCPUSince(t *testing.T) {
 		}
 	}
 }
+
+// The report's CPU figures: milliseconds by component, and per unit sold
+// the stack's (the load generator excluded) and the gateways'.
+func TestSellingCPU(t *testing.T) {
+	tests := []struct {
+		name                    string
+		cpu                     map[string]time.Duration
+		units                   int
+		wantMs                  map[string]float64
+		wantStackUs, wantGateUs float64
+	}{
+		{
+			name:        "the load generator counts in the table, not per order",
+			cpu:         map[string]time.Duration{"gateway": 300 * time.Millisecond, "redis": 100 * time.Millisecond, "loadtest": 2 * time.Second},
+			units:       100,
+			wantMs:      map[string]float64{"gateway": 300, "redis": 100, "loadtest": 2000},
+			wantStackUs: 4000, wantGateUs: 3000,
+		},
+		{
+			// a stack without gateway process found reads 0 for it
+			name:        "no gateway sampled",
+			cpu:         map[string]time.Duration{"ordersvc": 1500 * time.Microsecond},
+			units:       3,
+			wantMs:      map[string]float64{"ordersvc": 1.5},
+			wantStackUs: 500, wantGateUs: 0,
+		},
+		{
+			name:   "nothing sampled",
+			cpu:    map[string]time.Duration{},
+			units:  10,
+			wantMs: map[string]float64{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ms, stackUs, gateUs := sellingCPU(tt.cpu, tt.units)
+			if len(ms) != len(tt.wantMs) {
+				t.Errorf("ms = %v, want %v", ms, tt.wantMs)
+			}
+			for k, v := range tt.wantMs {
+				if ms[k] != v {
+					t.Errorf("ms[%s] = %v, want %v", k, ms[k], v)
+				}
+			}
+			if stackUs != tt.wantStackUs || gateUs != tt.wantGateUs {
+				t.Errorf("per order: stack %v µs, gateway %v µs; want %v, %v", stackUs, gateUs, tt.wantStackUs, tt.wantGateUs)
+			}
+		})
+	}
+}
