@@ -318,99 +318,164 @@ func (c *Consumer) process(ctx context.Context, msgs []*kafka.Message) error {
 	defer c.processing.Store(false)
 	start := time.Now()
 
-	var dead []deadLetter
-	var unknown []event.OrderPlaced // no row possible: released directly after the dead letter
-	events := make([]event.OrderPlaced, 0, len(msgs))
-	eventMsgs := make([]*kafka.Message, 0, len(msgs))
-	for _, m := range msgs {
-		e, err := decode(m.Value)
-		if err != nil {
-			dead = append(dead, deadLetter{msg: m, reason: ReasonInvalidPayload, detail: err.Error()})
-			if e.OrderID != uuid.Nil {
-				// Decodable but not storable: its unit may be reserved.
-				unknown = append(unknown, e)
-			}
-			continue
-		}
-		events = append(events, e)
-		eventMsgs = append(eventMsgs, m)
+	b := decodeBatch(msgs)
+	if err := c.persist(ctx, b); err != nil {
+		return err
 	}
-
-	var outcomes []store.Outcome
-	if len(events) > 0 {
-		err := retry(ctx, c.log, c.metrics, "persist batch", func() error {
-			var err error
-			outcomes, err = c.store.PersistBatch(ctx, events)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("persist batch of %d events: %w", len(events), err)
-		}
-	}
-
-	var rejected []uuid.UUID
-	var accepted, duplicates int
-	for i, o := range outcomes {
-		e := events[i]
-		switch {
-		case o.Kind == store.Accepted:
-			accepted++
-		case o.Kind == store.Rejected:
-			rejected = append(rejected, e.OrderID)
-			c.metrics.Reject(o.Reason, 1)
-			dead = append(dead, deadLetter{msg: eventMsgs[i], reason: o.Reason, orderID: e.OrderID.String()})
-		case o.Kind == store.Unpersistable:
-			unknown = append(unknown, e)
-			c.metrics.Reject(o.Reason, 1)
-			dead = append(dead, deadLetter{msg: eventMsgs[i], reason: o.Reason, orderID: e.OrderID.String()})
-		case o.Redead():
-			// Rejected by an earlier delivery whose dead letter may have been
-			// lost between commit and produce: the DLQ is at least once.
-			duplicates++
-			rejected = append(rejected, e.OrderID)
-			dead = append(dead, deadLetter{msg: eventMsgs[i], reason: o.Reason, orderID: e.OrderID.String()})
-		default:
-			duplicates++
-		}
-	}
-	for _, d := range dead {
+	for _, d := range b.dead {
 		if d.reason == ReasonInvalidPayload {
 			c.metrics.Reject(ReasonInvalidPayload, 1)
 		}
 	}
-
-	if len(dead) > 0 {
-		err := retry(ctx, c.log, c.metrics, "dead-letter", func() error { return c.produceDead(ctx, dead) })
-		if err != nil {
-			return fmt.Errorf("dead-letter %d messages: %w", len(dead), err)
-		}
-		c.metrics.DLQ.Add(int64(len(dead)))
+	if err := c.deadLetter(ctx, b.dead); err != nil {
+		return err
 	}
+	c.release(ctx, b)
+	// Only now, with the batch in PostgreSQL and its dead letters
+	// delivered, may its offsets be stored.
+	c.commit(msgs)
+	c.metrics.OrdersPersisted.Add(int64(b.accepted))
+	c.metrics.OrdersDuplicate.Add(int64(b.duplicates))
+	c.metrics.ObserveBatch(time.Since(start))
+	c.log.Debug("batch done", "messages", len(msgs), "accepted", b.accepted, "duplicates", b.duplicates,
+		"dead", len(b.dead), "took", time.Since(start))
+	return nil
+}
 
-	// Units go back after the commit. The outbox rows are durable, so a
-	// Redis failure here only delays the release to the relay's next pass;
-	// it never holds the offsets back.
-	if len(rejected) > 0 {
-		if _, err := c.relay.Drain(ctx, rejected); err != nil {
-			c.log.Warn("release of rejected orders deferred to the relay", "count", len(rejected), "err", err)
+// batch is what process learns of one batch of messages, step by step.
+type batch struct {
+	events    []event.OrderPlaced // decoded, for PersistBatch
+	eventMsgs []*kafka.Message    // the message of each event
+	dead      []deadLetter
+	unknown   []event.OrderPlaced // no row possible: released directly after the dead letter
+	rejected  []uuid.UUID         // REJECTED rows whose outbox release is drained after the commit
+	accepted  int
+	// duplicates counts events already stored, including those dead-lettered again.
+	duplicates int
+}
+
+// decodeBatch decodes msgs; what does not decode is dead-lettered as it
+// came.
+func decodeBatch(msgs []*kafka.Message) *batch {
+	b := &batch{
+		events:    make([]event.OrderPlaced, 0, len(msgs)),
+		eventMsgs: make([]*kafka.Message, 0, len(msgs)),
+	}
+	for _, m := range msgs {
+		e, err := decode(m.Value)
+		if err != nil {
+			b.dead = append(b.dead, deadLetter{msg: m, reason: ReasonInvalidPayload, detail: err.Error()})
+			if e.OrderID != uuid.Nil {
+				// Decodable but not storable: its unit may be reserved.
+				b.unknown = append(b.unknown, e)
+			}
+			continue
+		}
+		b.events = append(b.events, e)
+		b.eventMsgs = append(b.eventMsgs, m)
+	}
+	return b
+}
+
+// persist writes b's events, retrying until PostgreSQL takes them or ctx
+// ends, and applies each event's outcome to b.
+func (c *Consumer) persist(ctx context.Context, b *batch) error {
+	if len(b.events) == 0 {
+		return nil
+	}
+	var outcomes []store.Outcome
+	err := retry(ctx, c.log, c.metrics, "persist batch", func() error {
+		var err error
+		outcomes, err = c.store.PersistBatch(ctx, b.events)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("persist batch of %d events: %w", len(b.events), err)
+	}
+	for i, o := range outcomes {
+		e := b.events[i]
+		a := actionFor(o)
+		switch {
+		case a.accepted:
+			b.accepted++
+		case a.duplicate:
+			b.duplicates++
+		}
+		if a.drain {
+			b.rejected = append(b.rejected, e.OrderID)
+		}
+		if a.release {
+			b.unknown = append(b.unknown, e)
+		}
+		if a.rejectMetric {
+			c.metrics.Reject(o.Reason, 1)
+		}
+		if a.deadLetter {
+			b.dead = append(b.dead, deadLetter{msg: b.eventMsgs[i], reason: o.Reason, orderID: e.OrderID.String()})
+		}
+	}
+	return nil
+}
+
+// action is what process does for one persisted event.
+type action struct {
+	accepted     bool // a new PENDING row (OrdersPersisted)
+	duplicate    bool // already stored (OrdersDuplicate)
+	rejectMetric bool // counted under its reason in the reject metric
+	deadLetter   bool
+	drain        bool // its unit goes back through the stock_release outbox
+	release      bool // no row, so no outbox row: its unit is released directly
+}
+
+// actionFor decides what an outcome of PersistBatch calls for.
+func actionFor(o store.Outcome) action {
+	switch {
+	case o.Kind == store.Accepted:
+		return action{accepted: true}
+	case o.Kind == store.Rejected:
+		return action{rejectMetric: true, deadLetter: true, drain: true}
+	case o.Kind == store.Unpersistable:
+		return action{rejectMetric: true, deadLetter: true, release: true}
+	case o.Redead():
+		// Rejected by an earlier delivery whose dead letter may have been
+		// lost between commit and produce: the DLQ is at least once.
+		return action{duplicate: true, deadLetter: true, drain: true}
+	}
+	return action{duplicate: true}
+}
+
+// deadLetter produces dead, retrying until the dead-letter topic takes
+// them all or ctx ends.
+func (c *Consumer) deadLetter(ctx context.Context, dead []deadLetter) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	err := retry(ctx, c.log, c.metrics, "dead-letter", func() error { return c.produceDead(ctx, dead) })
+	if err != nil {
+		return fmt.Errorf("dead-letter %d messages: %w", len(dead), err)
+	}
+	c.metrics.DLQ.Add(int64(len(dead)))
+	return nil
+}
+
+// release gives back the units of b's rejected and unpersistable orders.
+// Units go back after the commit. The outbox rows are durable, so a Redis
+// failure here only delays the release to the relay's next pass; it never
+// holds the offsets back.
+func (c *Consumer) release(ctx context.Context, b *batch) {
+	if len(b.rejected) > 0 {
+		if _, err := c.relay.Drain(ctx, b.rejected); err != nil {
+			c.log.Warn("release of rejected orders deferred to the relay", "count", len(b.rejected), "err", err)
 		}
 	}
 	// No row can hold these (unknown item, unstorable user id), so there is
 	// no outbox row either; the release is keyed by order id, so it only
 	// returns a unit this order took.
-	for _, e := range unknown {
+	for _, e := range b.unknown {
 		if _, err := c.stock.Release(ctx, e.SaleID, e.ItemID, e.UserID, e.OrderID.String()); err != nil && !errors.Is(err, stock.ErrNotLoaded) {
 			c.log.Warn("release of unpersistable order failed", "order", e.OrderID, "err", err)
 		}
 	}
-
-	c.commit(msgs)
-	c.metrics.OrdersPersisted.Add(int64(accepted))
-	c.metrics.OrdersDuplicate.Add(int64(duplicates))
-	c.metrics.ObserveBatch(time.Since(start))
-	c.log.Debug("batch done", "messages", len(msgs), "accepted", accepted, "duplicates", duplicates,
-		"dead", len(dead), "took", time.Since(start))
-	return nil
 }
 
 // decode is event.Unmarshal plus what PostgreSQL would refuse forever: a

@@ -252,7 +252,10 @@ func (s *Service) reconcile(ctx context.Context, saleID int64, repair bool) (Rec
 }
 
 // compare builds the reconciliation of one Redis snapshot and, for a
-// repair with differences, the copy to write.
+// repair with differences, the copy to write. It gathers the facts
+// (PostgreSQL's active state, then what explains the other holders), runs
+// the per-holder and per-item decisions (judgeHolder, judgeStock) and
+// assembles their verdicts.
 func (s *Service) compare(ctx context.Context, saleID int64, snap stock.Snapshot, repair bool) (Reconciliation, *stock.Copy, error) {
 	// PostgreSQL is read after Redis: an order persisted in between shows
 	// up here as active, and is matched to its holder below.
@@ -260,46 +263,105 @@ func (s *Service) compare(ctx context.Context, saleID int64, snap stock.Snapshot
 	if err != nil {
 		return Reconciliation{}, nil, err
 	}
+	rec := newReconciliation(saleID, snap, state)
+	facts, err := s.explainHolders(ctx, saleID, snap, state)
+	if err != nil {
+		return Reconciliation{}, nil, err
+	}
+	keep := make([]stock.Holder, 0, len(state.Active)+facts.late)
+	for _, a := range state.Active {
+		keep = append(keep, stock.Holder{UserID: a.UserID, OrderID: a.OrderID.String()})
+	}
+	keep = rec.judgeHolders(facts, keep, time.Now(), s.window)
+	for _, a := range state.Active {
+		if snap.Holders[a.UserID] != a.OrderID.String() {
+			rec.add(Difference{Kind: DiffHolderMissing, ItemID: a.ItemID, UserID: a.UserID, OrderID: a.OrderID.String()})
+		}
+	}
+	if len(rec.unplaced) > 0 {
+		rec.Attribution = attribute(rec.Items, snap.Left, len(rec.unplaced), rec.Leaked)
+	}
+	writes := rec.judgeItems(snap.Left)
+	rec.Clean = len(rec.Differences) == 0
+	if !repair || rec.Clean {
+		return rec, nil, nil
+	}
+	cp := &stock.Copy{Holders: keep, Items: make([]stock.ItemStock, 0, len(rec.Items))}
+	for i := range rec.Items {
+		it := &rec.Items[i]
+		w := writes[i]
+		it.Written = &w
+		cp.Items = append(cp.Items, stock.ItemStock{ItemID: it.ItemID, Left: w})
+	}
+	return rec, cp, nil
+}
+
+// newReconciliation starts a sale's reconciliation with PostgreSQL's items
+// and no differences.
+func newReconciliation(saleID int64, snap stock.Snapshot, state store.ActiveState) Reconciliation {
 	rec := Reconciliation{SaleID: saleID, Differences: []Difference{}, Holders: len(snap.Holders), Active: len(state.Active)}
+	rec.Items = make([]ItemReconciliation, len(state.Items))
+	for i, it := range state.Items {
+		rec.Items[i] = ItemReconciliation{ItemID: it.ItemID, Quantity: it.Quantity, Active: it.Active}
+	}
+	return rec
+}
+
+// add records a difference of the sale.
+func (r *Reconciliation) add(d Difference) {
+	d.SaleID = r.SaleID
+	r.Differences = append(r.Differences, d)
+}
+
+// unexplained is what is known of the Redis holders that PostgreSQL's
+// active orders do not explain.
+type unexplained struct {
+	holders []holder                      // sorted by user
+	rows    map[uuid.UUID]store.HeldOrder // their order rows, where one exists
+	owners  map[string]string             // order id -> user of their accepted records
+	late    int                           // accepted ones looked up again in PostgreSQL
+	active  map[string]bool               // users with an active order in PostgreSQL
+}
+
+// explainHolders finds the holders PostgreSQL's active orders do not
+// explain and looks their orders up, then the gateway's accepted records
+// for those with no row, then PostgreSQL again for those (one may have been
+// persisted meanwhile).
+func (s *Service) explainHolders(ctx context.Context, saleID int64, snap stock.Snapshot, state store.ActiveState) (unexplained, error) {
 	activeByOrder := make(map[uuid.UUID]store.HeldOrder, len(state.Active))
-	activeUser := make(map[string]bool, len(state.Active))
+	f := unexplained{active: make(map[string]bool, len(state.Active))}
 	for _, a := range state.Active {
 		activeByOrder[a.OrderID] = a
-		activeUser[a.UserID] = true
+		f.active[a.UserID] = true
 	}
-
-	// Holders PostgreSQL does not explain: look their orders up, then the
-	// gateway's accepted records for those with no row, then PostgreSQL
-	// again for those (one may have been persisted meanwhile).
-	var unknown []holder
 	for user, order := range snap.Holders {
 		if id, err := uuid.Parse(order); err == nil {
 			if a, ok := activeByOrder[id]; ok && a.UserID == user {
 				continue
 			}
 		}
-		unknown = append(unknown, holder{user, order})
+		f.holders = append(f.holders, holder{user, order})
 	}
-	sort.Slice(unknown, func(i, j int) bool { return unknown[i].user < unknown[j].user })
-	ids := make([]uuid.UUID, 0, len(unknown))
-	for _, h := range unknown {
+	sort.Slice(f.holders, func(i, j int) bool { return f.holders[i].user < f.holders[j].user })
+	ids := make([]uuid.UUID, 0, len(f.holders))
+	for _, h := range f.holders {
 		if id, err := uuid.Parse(h.order); err == nil {
 			ids = append(ids, id)
 		}
 	}
 	rows, err := s.store.HeldOrders(ctx, saleID, ids)
 	if err != nil {
-		return Reconciliation{}, nil, err
+		return unexplained{}, err
 	}
 	var noRow []holder
-	for _, h := range unknown {
+	for _, h := range f.holders {
 		if id, err := uuid.Parse(h.order); err != nil || rows[id].OrderID == uuid.Nil {
 			noRow = append(noRow, h)
 		}
 	}
 	owners, err := s.acceptedOwners(ctx, noRow)
 	if err != nil {
-		return Reconciliation{}, nil, err
+		return unexplained{}, err
 	}
 	var late []uuid.UUID
 	for _, h := range noRow {
@@ -309,97 +371,87 @@ func (s *Service) compare(ctx context.Context, saleID int64, snap stock.Snapshot
 	}
 	lateRows, err := s.store.HeldOrders(ctx, saleID, late)
 	if err != nil {
-		return Reconciliation{}, nil, err
+		return unexplained{}, err
 	}
 	for id, r := range lateRows {
 		rows[id] = r
 	}
+	f.rows, f.owners, f.late = rows, owners, len(late)
+	return f, nil
+}
 
-	items := make(map[int64]*ItemReconciliation, len(state.Items))
-	rec.Items = make([]ItemReconciliation, len(state.Items))
-	for i, it := range state.Items {
-		rec.Items[i] = ItemReconciliation{ItemID: it.ItemID, Quantity: it.Quantity, Active: it.Active}
-		items[it.ItemID] = &rec.Items[i]
+// judgeHolders applies judgeHolder to every unexplained holder, counts the
+// verdicts into rec, records their differences, and returns keep with the
+// holders a repair keeps appended.
+func (rec *Reconciliation) judgeHolders(f unexplained, keep []stock.Holder, now time.Time, window time.Duration) []stock.Holder {
+	items := make(map[int64]*ItemReconciliation, len(rec.Items))
+	for i := range rec.Items {
+		items[rec.Items[i].ItemID] = &rec.Items[i]
 	}
-	keep := make([]stock.Holder, 0, len(state.Active)+len(late))
-	for _, a := range state.Active {
-		keep = append(keep, stock.Holder{UserID: a.UserID, OrderID: a.OrderID.String()})
-	}
-	var unplaced int // in-flight holders whose item is unknown
-	diff := func(d Difference) { d.SaleID = saleID; rec.Differences = append(rec.Differences, d) }
-	for _, h := range unknown {
+	for _, h := range f.holders {
 		id, _ := uuid.Parse(h.order)
-		r, hasRow := rows[id]
-		switch {
-		case activeUser[h.user]:
-			// PostgreSQL holds another active order for this user: it wins,
-			// and HOLDER_MISSING below reports it. An order behind this
-			// holder can only end REJECTED when it is persisted.
-		case hasRow && r.UserID == h.user && (r.Status == store.StatusPending || r.Status == store.StatusPaid):
-			// Persisted after the snapshot: in flight with a known item.
+		r, hasRow := f.rows[id]
+		v := judgeHolder(holderFacts{
+			user:       h.user,
+			userActive: f.active[h.user],
+			row:        r,
+			hasRow:     hasRow,
+			accepted:   f.owners[h.order] == h.user,
+			id:         id,
+			now:        now,
+			window:     window,
+		})
+		switch v {
+		case holderPersisted:
 			rec.InFlight++
 			if it := items[r.ItemID]; it != nil {
 				it.InFlight++
 			}
-			keep = append(keep, stock.Holder{UserID: h.user, OrderID: h.order})
-		case hasRow && r.UserID == h.user && r.ReleasePending:
+		case holderReleasing:
 			rec.Releasing++
 			if it := items[r.ItemID]; it != nil {
 				it.Releasing++
 			}
-		case hasRow:
-			diff(Difference{Kind: DiffHolderStale, ItemID: r.ItemID, UserID: h.user, OrderID: h.order, Status: r.Status})
-		case owners[h.order] == h.user || placedRecently(id, time.Now(), s.window):
-			// Accepted and on its way, or still waiting for the broker's
-			// acknowledgement (the gateway records an accepted order only
-			// after the ack): not leaked.
+		case holderInFlight:
 			rec.InFlight++
-			unplaced++
 			rec.unplaced = append(rec.unplaced, id)
-			keep = append(keep, stock.Holder{UserID: h.user, OrderID: h.order})
-		default:
+		case holderLeaked:
 			rec.Leaked++
-			diff(Difference{Kind: DiffHolderLeaked, UserID: h.user, OrderID: h.order})
+		}
+		if k := v.diff(); k != "" {
+			// A leaked holder has no row: its item and status stay empty.
+			rec.add(Difference{Kind: k, ItemID: r.ItemID, UserID: h.user, OrderID: h.order, Status: r.Status})
+		}
+		if v.keep() {
+			keep = append(keep, stock.Holder{UserID: h.user, OrderID: h.order})
 		}
 	}
-	for _, a := range state.Active {
-		if snap.Holders[a.UserID] != a.OrderID.String() {
-			diff(Difference{Kind: DiffHolderMissing, ItemID: a.ItemID, UserID: a.UserID, OrderID: a.OrderID.String()})
-		}
-	}
-	if unplaced > 0 {
-		rec.Attribution = attribute(rec.Items, snap.Left, unplaced, rec.Leaked)
-	}
+	return keep
+}
 
+// judgeItems sets each item's expected units left and its Redis reading,
+// records the stock differences judgeStock finds, and returns what a
+// repair would write per item.
+func (rec *Reconciliation) judgeItems(left map[int64]int64) []int64 {
+	writes := make([]int64, len(rec.Items))
 	for i := range rec.Items {
 		it := &rec.Items[i]
-		it.Expected = it.Quantity - it.Active - it.InFlight - it.Releasing
-		left, ok := snap.Left[it.ItemID]
-		expected := it.Expected
-		switch {
-		case !ok:
-			diff(Difference{Kind: DiffStockNotLoaded, ItemID: it.ItemID, Expected: &expected})
-		case left != it.Expected:
-			diff(Difference{Kind: DiffStockMismatch, ItemID: it.ItemID, Redis: &left, Expected: &expected})
+		l, ok := left[it.ItemID]
+		v := judgeStock(*it, l, ok)
+		it.Expected = v.expected
+		expected := v.expected
+		switch v.diff {
+		case DiffStockNotLoaded:
+			rec.add(Difference{Kind: DiffStockNotLoaded, ItemID: it.ItemID, Expected: &expected})
+		case DiffStockMismatch:
+			rec.add(Difference{Kind: DiffStockMismatch, ItemID: it.ItemID, Redis: &l, Expected: &expected})
 		}
 		if ok {
-			it.Redis = &left
+			it.Redis = &l
 		}
+		writes[i] = v.write
 	}
-	rec.Clean = len(rec.Differences) == 0
-	if !repair || rec.Clean {
-		return rec, nil, nil
-	}
-	cp := &stock.Copy{Holders: keep, Items: make([]stock.ItemStock, 0, len(rec.Items))}
-	for i := range rec.Items {
-		it := &rec.Items[i]
-		// More orders in flight than PostgreSQL has units for: some will be
-		// REJECTED when persisted, and their releases bring the units back.
-		w := max(it.Quantity-it.Active-it.InFlight, 0)
-		it.Written = &w
-		cp.Items = append(cp.Items, stock.ItemStock{ItemID: it.ItemID, Left: w})
-	}
-	return rec, cp, nil
+	return writes
 }
 
 // attribute assigns n in-flight units of unknown item to items. A unit Redis

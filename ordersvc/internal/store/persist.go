@@ -133,8 +133,39 @@ type existingOrder struct {
 // whole; ErrActiveConflict marks the one race a retry resolves.
 func (s *Store) PersistBatch(ctx context.Context, events []event.OrderPlaced) ([]Outcome, error) {
 	out := make([]Outcome, len(events))
+	uniq := dedupe(events, out)
+	if len(uniq) == 0 {
+		return out, nil
+	}
 
-	// a. Dedupe by order id; the first copy decides.
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("persist batch: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it is a no-op; on failure the tx is gone anyway
+
+	pc, err := precheck(ctx, tx, events, uniq)
+	if err != nil {
+		return nil, fmt.Errorf("persist batch: %w", err)
+	}
+	plan := pc.plan(events, uniq, out)
+	if plan.len() > 0 {
+		inserted, err := insert(ctx, tx, plan)
+		if err != nil {
+			return nil, fmt.Errorf("persist batch: insert: %w", err)
+		}
+		plan.markLost(inserted, out)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("persist batch: commit: %w", err)
+	}
+	return out, nil
+}
+
+// dedupe marks in out every event whose order id appeared earlier in the
+// batch as a Duplicate (the first copy decides), and returns the indexes
+// of the first copies, in batch order.
+func dedupe(events []event.OrderPlaced, out []Outcome) []int {
 	firstOf := make(map[uuid.UUID]int, len(events))
 	uniq := make([]int, 0, len(events))
 	for i, e := range events {
@@ -145,9 +176,24 @@ func (s *Store) PersistBatch(ctx context.Context, events []event.OrderPlaced) ([
 		firstOf[e.OrderID] = i
 		uniq = append(uniq, i)
 	}
-	if len(uniq) == 0 {
-		return out, nil
-	}
+	return uniq
+}
+
+// prechecks is what PostgreSQL says of a batch before it is decided: its
+// items (locked), the orders already stored, and the (sale, user) pairs
+// that already hold an active order. decide consumes it.
+type prechecks struct {
+	items    map[int64]*lockedItem
+	existing map[uuid.UUID]existingOrder
+	active   map[saleUser]bool
+}
+
+// precheck locks the batch's items, finds the orders already stored and
+// the users already active, in one round trip. Under READ COMMITTED each
+// statement takes its snapshot when it starts, i.e. after the item locks
+// are held, so rows committed by a consumer that held those locks before
+// us are seen.
+func precheck(ctx context.Context, tx pgx.Tx, events []event.OrderPlaced, uniq []int) (*prechecks, error) {
 	itemIDs := make([]int64, 0, 8)
 	orderIDs := make([]uuid.UUID, 0, len(uniq))
 	pairSales := make([]int64, 0, len(uniq))
@@ -166,166 +212,231 @@ func (s *Store) PersistBatch(ctx context.Context, events []event.OrderPlaced) ([
 	slices.Sort(itemIDs)
 	itemIDs = slices.Compact(itemIDs)
 
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("persist batch: begin: %w", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it is a no-op; on failure the tx is gone anyway
-
-	// b, c, d in one round trip. Under READ COMMITTED each statement takes
-	// its snapshot when it starts, i.e. after the item locks are held, so
-	// rows committed by a consumer that held those locks before us are seen.
 	b := &pgx.Batch{}
 	b.Queue(sqlLockItems, itemIDs)
 	b.Queue(sqlExisting, orderIDs)
 	b.Queue(sqlActive, pairSales, pairUsers)
 	br := tx.SendBatch(ctx, b)
-	items, existing, active, err := readPrechecks(br, len(itemIDs), len(uniq))
+	pc, err := readPrechecks(br, len(itemIDs), len(uniq))
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
-	if err != nil {
-		return nil, fmt.Errorf("persist batch: %w", err)
-	}
-
-	// d, e. Decide in batch order; the user becomes active with the first
-	// accepted order, so later ones in the batch are ALREADY_ACTIVE.
-	var (
-		ids        = make([]uuid.UUID, 0, len(uniq))
-		sales      = make([]int64, 0, len(uniq))
-		itemCol    = make([]int64, 0, len(uniq))
-		users      = make([]string, 0, len(uniq))
-		statuses   = make([]string, 0, len(uniq))
-		createdAts = make([]time.Time, 0, len(uniq))
-		expiresAts = make([]time.Time, 0, len(uniq))
-		reasons    = make([]string, 0, len(uniq))
-		planned    = make([]int, 0, len(uniq)) // event index per row
-	)
-	for _, i := range uniq {
-		e := events[i]
-		if ex, ok := existing[e.OrderID]; ok {
-			out[i] = Outcome{Kind: Duplicate, Status: ex.status, Reason: ex.reason}
-			continue
-		}
-		it, ok := items[e.ItemID]
-		if !ok || it.saleID != e.SaleID {
-			out[i] = Outcome{Kind: Unpersistable, Reason: ReasonUnknownItem}
-			continue
-		}
-		k := saleUser{e.SaleID, e.UserID}
-		status, reason, expires := StatusPending, "", e.PlacedAt.Add(it.ttl)
-		switch {
-		case active[k]:
-			status, reason, expires = StatusRejected, ReasonAlreadyActive, e.PlacedAt
-		case it.left <= 0:
-			status, reason, expires = StatusRejected, ReasonSoldOutInDB, e.PlacedAt
-		default:
-			it.left--
-			active[k] = true
-		}
-		if status == StatusPending {
-			out[i] = Outcome{Kind: Accepted}
-		} else {
-			out[i] = Outcome{Kind: Rejected, Reason: reason}
-		}
-		ids = append(ids, e.OrderID)
-		sales = append(sales, e.SaleID)
-		itemCol = append(itemCol, e.ItemID)
-		users = append(users, e.UserID)
-		statuses = append(statuses, status)
-		createdAts = append(createdAts, e.PlacedAt)
-		expiresAts = append(expiresAts, expires)
-		reasons = append(reasons, reason)
-		planned = append(planned, i)
-	}
-
-	// f, g, h.
-	if len(ids) > 0 {
-		rows, err := tx.Query(ctx, sqlInsert, ids, sales, itemCol, users, statuses, createdAts, expiresAts, reasons)
-		if err != nil {
-			return nil, fmt.Errorf("persist batch: insert: %w", err)
-		}
-		inserted, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-		if err != nil {
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "flash_sale_order_one_active" {
-				return nil, fmt.Errorf("persist batch: insert: %w: %w", ErrActiveConflict, err)
-			}
-			return nil, fmt.Errorf("persist batch: insert: %w", err)
-		}
-		if len(inserted) != len(ids) {
-			// Another writer stored some ids between our check and insert
-			// (the item locks make this rare); those rows are theirs.
-			got := make(map[uuid.UUID]bool, len(inserted))
-			for _, id := range inserted {
-				got[id] = true
-			}
-			for r, id := range ids {
-				if !got[id] {
-					out[planned[r]] = Outcome{Kind: Duplicate}
-				}
-			}
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("persist batch: commit: %w", err)
-	}
-	return out, nil
+	return pc, err
 }
 
-func readPrechecks(br pgx.BatchResults, nItems, nOrders int) (map[int64]*lockedItem, map[uuid.UUID]existingOrder, map[saleUser]bool, error) {
-	items := make(map[int64]*lockedItem, nItems)
+// plan decides the events of uniq in batch order, sets their outcomes in
+// out and returns the rows to insert. The user becomes active with the
+// first accepted order, so later ones in the batch are ALREADY_ACTIVE.
+func (pc *prechecks) plan(events []event.OrderPlaced, uniq []int, out []Outcome) *batchPlan {
+	plan := newBatchPlan(len(uniq))
+	for _, i := range uniq {
+		var row orderRow
+		var write bool
+		out[i], row, write = pc.decide(events[i])
+		if write {
+			row.event = i
+			plan.add(row)
+		}
+	}
+	return plan
+}
+
+// orderRow is one row of the INSERT and the event it came from.
+type orderRow struct {
+	event   int // index in the batch
+	order   event.OrderPlaced
+	status  string
+	reason  string
+	expires time.Time
+}
+
+// decide settles one first-of-its-id event against the prechecks: a
+// Duplicate or Unpersistable outcome writes no row (write is false);
+// otherwise the order is accepted (taking a unit and making its user
+// active, for the events after it in the batch) or rejected, and row is
+// what to insert.
+func (pc *prechecks) decide(e event.OrderPlaced) (o Outcome, row orderRow, write bool) {
+	if ex, ok := pc.existing[e.OrderID]; ok {
+		return Outcome{Kind: Duplicate, Status: ex.status, Reason: ex.reason}, orderRow{}, false
+	}
+	it, ok := pc.items[e.ItemID]
+	if !ok || it.saleID != e.SaleID {
+		return Outcome{Kind: Unpersistable, Reason: ReasonUnknownItem}, orderRow{}, false
+	}
+	k := saleUser{e.SaleID, e.UserID}
+	row = orderRow{order: e, status: StatusPending, expires: e.PlacedAt.Add(it.ttl)}
+	switch {
+	case pc.active[k]:
+		row.status, row.reason, row.expires = StatusRejected, ReasonAlreadyActive, e.PlacedAt
+	case it.left <= 0:
+		row.status, row.reason, row.expires = StatusRejected, ReasonSoldOutInDB, e.PlacedAt
+	default:
+		it.left--
+		pc.active[k] = true
+	}
+	if row.status == StatusPending {
+		return Outcome{Kind: Accepted}, row, true
+	}
+	return Outcome{Kind: Rejected, Reason: row.reason}, row, true
+}
+
+// batchPlan is the rows of one sqlInsert, held as the statement takes
+// them: one slice per unnest column, plus the event each row came from.
+type batchPlan struct {
+	ids        []uuid.UUID
+	sales      []int64
+	items      []int64
+	users      []string
+	statuses   []string
+	createdAts []time.Time
+	expiresAts []time.Time
+	reasons    []string
+	events     []int // event index per row
+}
+
+func newBatchPlan(n int) *batchPlan {
+	return &batchPlan{
+		ids:        make([]uuid.UUID, 0, n),
+		sales:      make([]int64, 0, n),
+		items:      make([]int64, 0, n),
+		users:      make([]string, 0, n),
+		statuses:   make([]string, 0, n),
+		createdAts: make([]time.Time, 0, n),
+		expiresAts: make([]time.Time, 0, n),
+		reasons:    make([]string, 0, n),
+		events:     make([]int, 0, n),
+	}
+}
+
+// add appends one row to every column.
+func (p *batchPlan) add(r orderRow) {
+	p.ids = append(p.ids, r.order.OrderID)
+	p.sales = append(p.sales, r.order.SaleID)
+	p.items = append(p.items, r.order.ItemID)
+	p.users = append(p.users, r.order.UserID)
+	p.statuses = append(p.statuses, r.status)
+	p.createdAts = append(p.createdAts, r.order.PlacedAt)
+	p.expiresAts = append(p.expiresAts, r.expires)
+	p.reasons = append(p.reasons, r.reason)
+	p.events = append(p.events, r.event)
+}
+
+func (p *batchPlan) len() int { return len(p.ids) }
+
+// args are sqlInsert's parameters $1 to $8, in order.
+func (p *batchPlan) args() []any {
+	return []any{p.ids, p.sales, p.items, p.users, p.statuses, p.createdAts, p.expiresAts, p.reasons}
+}
+
+// markLost marks as Duplicate, in out, the planned rows that the INSERT
+// did not return: another writer stored those ids between our check and
+// insert (the item locks make this rare), so the rows are theirs.
+func (p *batchPlan) markLost(inserted []uuid.UUID, out []Outcome) {
+	if len(inserted) == p.len() {
+		return
+	}
+	got := make(map[uuid.UUID]bool, len(inserted))
+	for _, id := range inserted {
+		got[id] = true
+	}
+	for r, id := range p.ids {
+		if !got[id] {
+			out[p.events[r]] = Outcome{Kind: Duplicate}
+		}
+	}
+}
+
+// insert writes the plan with sqlInsert and returns the ids it inserted.
+// A race for the one-active-order index is ErrActiveConflict.
+func insert(ctx context.Context, tx pgx.Tx, plan *batchPlan) ([]uuid.UUID, error) {
+	rows, err := tx.Query(ctx, sqlInsert, plan.args()...)
+	if err != nil {
+		return nil, err
+	}
+	inserted, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "flash_sale_order_one_active" {
+			return nil, fmt.Errorf("%w: %w", ErrActiveConflict, err)
+		}
+		return nil, err
+	}
+	return inserted, nil
+}
+
+// readPrechecks reads the results of precheck's three statements, in the
+// order they were queued.
+func readPrechecks(br pgx.BatchResults, nItems, nOrders int) (*prechecks, error) {
+	items, err := readLockedItems(br, nItems)
+	if err != nil {
+		return nil, fmt.Errorf("lock items: %w", err)
+	}
+	existing, err := readExisting(br)
+	if err != nil {
+		return nil, fmt.Errorf("find existing orders: %w", err)
+	}
+	active, err := readActive(br, nOrders)
+	if err != nil {
+		return nil, fmt.Errorf("find active users: %w", err)
+	}
+	return &prechecks{items: items, existing: existing, active: active}, nil
+}
+
+// readLockedItems reads sqlLockItems: each item's sale, units left and
+// payment TTL.
+func readLockedItems(br pgx.BatchResults, n int) (map[int64]*lockedItem, error) {
+	items := make(map[int64]*lockedItem, n)
 	rows, err := br.Query()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("lock items: %w", err)
+		return nil, err
 	}
 	for rows.Next() {
 		var id, micros int64
 		it := &lockedItem{}
 		if err := rows.Scan(&id, &it.saleID, &it.left, &micros); err != nil {
 			rows.Close()
-			return nil, nil, nil, fmt.Errorf("lock items: %w", err)
+			return nil, err
 		}
 		it.ttl = time.Duration(micros) * time.Microsecond
 		items[id] = it
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, nil, fmt.Errorf("lock items: %w", err)
-	}
+	return items, rows.Err()
+}
 
+// readExisting reads sqlExisting: the batch's orders already stored.
+func readExisting(br pgx.BatchResults) (map[uuid.UUID]existingOrder, error) {
 	existing := map[uuid.UUID]existingOrder{}
-	rows, err = br.Query()
+	rows, err := br.Query()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("find existing orders: %w", err)
+		return nil, err
 	}
 	for rows.Next() {
 		var id uuid.UUID
 		var ex existingOrder
 		if err := rows.Scan(&id, &ex.status, &ex.reason); err != nil {
 			rows.Close()
-			return nil, nil, nil, fmt.Errorf("find existing orders: %w", err)
+			return nil, err
 		}
 		existing[id] = ex
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, nil, fmt.Errorf("find existing orders: %w", err)
-	}
+	return existing, rows.Err()
+}
 
-	active := make(map[saleUser]bool, nOrders)
-	rows, err = br.Query()
+// readActive reads sqlActive: the batch's (sale, user) pairs that already
+// hold an active order.
+func readActive(br pgx.BatchResults, n int) (map[saleUser]bool, error) {
+	active := make(map[saleUser]bool, n)
+	rows, err := br.Query()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("find active users: %w", err)
+		return nil, err
 	}
 	for rows.Next() {
 		var k saleUser
 		if err := rows.Scan(&k.saleID, &k.userID); err != nil {
 			rows.Close()
-			return nil, nil, nil, fmt.Errorf("find active users: %w", err)
+			return nil, err
 		}
 		active[k] = true
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, nil, fmt.Errorf("find active users: %w", err)
-	}
-	return items, existing, active, nil
+	return active, rows.Err()
 }
