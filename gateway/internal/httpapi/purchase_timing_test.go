@@ -116,29 +116,26 @@ func bareSoldOut(ctx *fasthttp.RequestCtx) {
 
 var bareBody = []byte(`{"error":"SOLD_OUT","message":"this item is sold out"}`)
 
-// BenchmarkPurchaseRefusals calls the public handler (router, recover,
-// purchase) with a prepared RequestCtx, as the server does after parsing.
-// The refusal paths must not allocate.
-func BenchmarkPurchaseRefusals(b *testing.B) {
-	off := NewLimits(ratelimit.Rule{}, ratelimit.Rule{}, 64)
-	a, soldOut, open := timingAPI(b, off)
-	// A second API whose per-IP limit is already spent: the 429 path.
-	limited, _, _ := timingAPI(b, NewLimits(ratelimit.Rule{}, ratelimit.Rule{Rate: 1e-9, Burst: 1}, 64))
+// refusalCase is one refusal of the public handler: a request, and the
+// status it must get without allocating.
+type refusalCase struct {
+	name    string
+	handler fasthttp.RequestHandler
+	path    string
+	authz   string
+	want    int
+}
+
+// refusalCases are the refusals most of a flash sale's crowd meets, through
+// the public handler (router, recovery, purchase) of two APIs over the
+// local catalog: one with limits off, one whose per-IP limit is spent.
+// BenchmarkPurchaseRefusals times them, TestRefusalPathsDoNotAllocate
+// guards their zero allocations.
+func refusalCases(tb testing.TB) []refusalCase {
+	a, soldOut, open := timingAPI(tb, NewLimits(ratelimit.Rule{}, ratelimit.Rule{}, 64))
+	limited, _, _ := timingAPI(tb, NewLimits(ratelimit.Rule{}, ratelimit.Rule{Rate: 1e-9, Burst: 1}, 64))
 	h, hLimited := a.Public(), limited.Public()
-	// The same route in fasthttp/router in front of the constant answer:
-	// what the router alone costs.
-	rt := router.New()
-	rt.POST("/api/flash-sales/{saleId}/g/{gate}/items/{itemId}/purchase", bareSoldOut)
-	cases := []struct {
-		name    string
-		handler fasthttp.RequestHandler
-		path    string
-		authz   string
-		want    int
-	}{
-		// The ceiling: a constant answer, no router, no checks.
-		{"bare constant 410", bareSoldOut, soldOut.purchasePath(soldOut.gate), "", 410},
-		{"router + constant 410", rt.Handler, soldOut.purchasePath(soldOut.gate), "", 410},
+	return []refusalCase{
 		// The path most of a flash sale's crowd takes.
 		{"sold-out flag 410", h, soldOut.purchasePath(soldOut.gate), "", 410},
 		// A guessed or early purchase URL.
@@ -150,21 +147,47 @@ func BenchmarkPurchaseRefusals(b *testing.B) {
 		// The per-IP limit, spent.
 		{"ip rate limited 429", hLimited, open.purchasePath(open.gate), "", 429},
 	}
+}
+
+// prepared is a RequestCtx for c, reused between calls as fasthttp reuses
+// one between requests; serve runs one request on it.
+func (c refusalCase) prepared() (ctx *fasthttp.RequestCtx, serve func()) {
+	ctx = &fasthttp.RequestCtx{}
+	ctx.Init(&fasthttp.Request{}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, nil)
+	ctx.Request.SetRequestURI(c.path)
+	ctx.Request.Header.SetMethod(fasthttp.MethodPost)
+	if c.authz != "" {
+		ctx.Request.Header.Set(fasthttp.HeaderAuthorization, c.authz)
+	}
+	c.handler(ctx) // first call: lazily built router state, the limiter's bucket
+	return ctx, func() {
+		ctx.ResetUserValues() // the server does this between requests
+		ctx.Response.Reset()
+		c.handler(ctx)
+	}
+}
+
+// BenchmarkPurchaseRefusals calls the public handler (router, recover,
+// purchase) with a prepared RequestCtx, as the server does after parsing,
+// beside two baselines. The refusal paths must not allocate.
+func BenchmarkPurchaseRefusals(b *testing.B) {
+	refusals := refusalCases(b)
+	soldOutPath := refusals[0].path // "sold-out flag 410"
+	// The same route in fasthttp/router in front of the constant answer:
+	// what the router alone costs.
+	rt := router.New()
+	rt.POST("/api/flash-sales/{saleId}/g/{gate}/items/{itemId}/purchase", bareSoldOut)
+	cases := append([]refusalCase{
+		// The ceiling: a constant answer, no router, no checks.
+		{"bare constant 410", bareSoldOut, soldOutPath, "", 410},
+		{"router + constant 410", rt.Handler, soldOutPath, "", 410},
+	}, refusals...)
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			var ctx fasthttp.RequestCtx
-			ctx.Init(&fasthttp.Request{}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, nil)
-			ctx.Request.SetRequestURI(c.path)
-			ctx.Request.Header.SetMethod(fasthttp.MethodPost)
-			if c.authz != "" {
-				ctx.Request.Header.Set(fasthttp.HeaderAuthorization, c.authz)
-			}
-			c.handler(&ctx) // first call: lazily built router state, the limiter's bucket
+			ctx, serve := c.prepared()
 			b.ReportAllocs()
 			for b.Loop() {
-				ctx.ResetUserValues() // the server does this between requests
-				ctx.Response.Reset()
-				c.handler(&ctx)
+				serve()
 			}
 			if got := ctx.Response.StatusCode(); got != c.want {
 				b.Fatalf("status %d, want %d: %s", got, c.want, ctx.Response.Body())
