@@ -6,29 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"flashsale/tools/testenv"
 )
 
-// bootstrap is the one-node Kafka of the local stack (make up), as the
-// other modules' testenv names it.
-func bootstrap() string {
-	if v := os.Getenv("FLASHSALE_KAFKA_BROKERS"); v != "" {
-		return v
-	}
-	return "127.0.0.1:" + envOr("FLASHSALE_KAFKA_PORT", "19092")
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
+// bootstrap is the one-node Kafka of the local stack (make up), where
+// tools/testenv says it is (deploy/stack.env).
+func bootstrap() string { return testenv.KafkaBrokers() }
 
 func TestProbe(t *testing.T) {
 	ctx := context.Background()
