@@ -42,6 +42,22 @@ func hotPartition(t *testing.T, ctx context.Context, bootstrap, topic string) (i
 	return p, st
 }
 
+// midSale starts a crowd of rate purchases/s, pauses it once 60 are
+// accepted while it finds the sale's partition and its leader (reading the
+// offsets takes a moment, during which the sale would sell out), then buys
+// again until n are accepted, so a fault injected next lands mid-sale. It
+// returns the partition, its state and the running crowd's stop.
+func (sl *sale) midSale(ctx context.Context, bootstrap string, rate, n int) (int32, partitionState, func()) {
+	sl.t.Helper()
+	stop := sl.crowd(ctx, rate, 64)
+	sl.waitAccepted(60, 20*time.Second)
+	stop()
+	part, st := hotPartition(sl.t, ctx, bootstrap, sl.s.Topic)
+	stop = sl.crowd(ctx, rate, 64)
+	sl.waitAccepted(n, 20*time.Second)
+	return part, st, stop
+}
+
 // killKafkaNode SIGKILLs one node of the cluster; the cluster is whole again
 // when the test ends, whatever happens.
 func killKafkaNode(t *testing.T, id int) {
@@ -102,14 +118,7 @@ func TestKafkaLeaderKilled(t *testing.T) {
 		restarted = 2
 		rest      = 3
 	)
-	// The crowd pauses while the test finds the sale's partition (reading
-	// the topic takes a moment), so the kill comes mid-sale.
-	stop := sl.crowd(ctx, 150, 64)
-	sl.waitAccepted(60, 20*time.Second)
-	stop()
-	part, before := hotPartition(t, ctx, bootstrap, s.Topic)
-	stop = sl.crowd(ctx, 150, 64)
-	sl.waitAccepted(120, 20*time.Second)
+	part, before, stop := sl.midSale(ctx, bootstrap, 150, 120)
 	killKafkaNode(t, before.leader)
 	sl.setPhase(killed) // after the kill: a purchase sent before it may be acknowledged by the old leader
 	pause, resumed := sl.waitRecovery(killed, 40*time.Second)
@@ -188,17 +197,12 @@ func TestKafkaBrokerCutOff(t *testing.T) {
 		restarted      = 6
 		rest           = 7
 	)
-	stop := sl.crowd(ctx, 100, 64)
-	sl.waitAccepted(60, 20*time.Second)
-	stop()
-	part, st := hotPartition(t, ctx, bootstrap, s.Topic)
+	part, st, stop := sl.midSale(ctx, bootstrap, 100, 80)
+	defer func() { stop() }()
 	follower := st.isr[0]
 	if follower == st.leader {
 		follower = st.isr[1]
 	}
-	stop = sl.crowd(ctx, 100, 64)
-	defer func() { stop() }()
-	sl.waitAccepted(80, 20*time.Second)
 
 	sl.setPhase(leaderCut)
 	proxies[st.leader].inject("timeout", `{"timeout":0}`, "upstream", "downstream")
@@ -276,18 +280,13 @@ func TestKafkaTwoBrokersDown(t *testing.T) {
 		allBack = 3
 		rest    = 4
 	)
-	stop := sl.crowd(ctx, 150, 64)
-	sl.waitAccepted(60, 20*time.Second)
-	stop()
-	_, st := hotPartition(t, ctx, bootstrap, s.Topic)
+	_, st, stop := sl.midSale(ctx, bootstrap, 150, 120)
 	var followers []int
 	for _, id := range st.isr {
 		if id != st.leader {
 			followers = append(followers, id)
 		}
 	}
-	stop = sl.crowd(ctx, 150, 64)
-	sl.waitAccepted(120, 20*time.Second)
 	for _, id := range followers {
 		killKafkaNode(t, id)
 	}
