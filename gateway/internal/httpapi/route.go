@@ -1,13 +1,17 @@
 package httpapi
 
-import "bytes"
+import (
+	"bytes"
+
+	"flashsale/pkg/openapi"
+)
 
 // purchaseRoute is a parsed purchase path:
 // /api/flash-sales/{saleId}/g/{gate}/items/{itemId}/purchase
 type purchaseRoute struct {
 	saleID, itemID int64
 	gate           []byte // aliases the request path: valid only in the handler
-	idsOK          bool   // both ids are positive int64s
+	idsOK          bool   // both ids are canonical positive int64s
 }
 
 var (
@@ -19,7 +23,8 @@ var (
 
 // matchPurchase recognises the purchase route without allocating. ok is
 // false when the path has another shape (the router answers it); idsOK is
-// false when it has this shape with ids that are not positive integers.
+// false when it has this shape with ids that are not canonical positive
+// integers (openapi.ParseID: no leading zero, sign or space).
 func matchPurchase(path []byte) (purchaseRoute, bool) {
 	var r purchaseRoute
 	rest, ok := bytes.CutPrefix(path, prefixSales)
@@ -43,27 +48,8 @@ func matchPurchase(path []byte) (purchaseRoute, bool) {
 		return r, false
 	}
 	var ok1, ok2 bool
-	r.saleID, ok1 = parseID(sale)
-	r.itemID, ok2 = parseID(item)
+	r.saleID, ok1 = openapi.ParseID(sale)
+	r.itemID, ok2 = openapi.ParseID(item)
 	r.gate, r.idsOK = gate, ok1 && ok2
 	return r, true
-}
-
-// parseID reads a positive int64 written in plain decimal digits.
-func parseID(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 19 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := int64(c - '0')
-		if n > (1<<63-1-d)/10 {
-			return 0, false
-		}
-		n = n*10 + d
-	}
-	return n, n > 0
 }

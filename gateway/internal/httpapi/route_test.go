@@ -18,6 +18,12 @@ func TestMatchPurchase(t *testing.T) {
 		{"/api/flash-sales/7/g/abc/items/-1/purchase", true, false, 7, 0, "abc"},
 		{"/api/flash-sales/7/g/abc/items/99999999999999999999/purchase", true, false, 7, 0, "abc"},
 		{"/api/flash-sales/0/g/abc/items/1/purchase", true, false, 0, 1, "abc"},
+		// Ids in one canonical form only (FuzzMatchPurchase's finding:
+		// "01" was sale 1, a second URL for the same purchase).
+		{"/api/flash-sales/01/g/abc/items/1/purchase", true, false, 0, 1, "abc"},
+		{"/api/flash-sales/1/g/abc/items/007/purchase", true, false, 1, 0, "abc"},
+		{"/api/flash-sales/+1/g/abc/items/1/purchase", true, false, 0, 1, "abc"},
+		{"/api/flash-sales/1 /g/abc/items/1/purchase", true, false, 0, 1, "abc"},
 		{"/api/flash-sales/7/g/a/b/items/42/purchase", false, false, 0, 0, ""},
 		{"/api/flash-sales/7/items/42/purchase", false, false, 0, 0, ""},
 		{"/api/flash-sales/7/g/abc/items/42/purchase/", false, false, 0, 0, ""},

@@ -26,6 +26,7 @@ import (
 	"flashsale/gateway/internal/purchase"
 	"flashsale/gateway/internal/queue"
 	"flashsale/pkg/auth"
+	"flashsale/pkg/openapi"
 	"flashsale/pkg/stock"
 )
 
@@ -151,14 +152,10 @@ func (a *API) recover(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	}
 }
 
-// pathID parses a positive int64 path parameter.
+// pathID parses a path id in its one canonical form (openapi.ParseID).
 func pathID(ctx *fasthttp.RequestCtx, name string) (int64, bool) {
 	s, _ := ctx.UserValue(name).(string)
-	if len(s) == 0 || len(s) > 19 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil && n > 0
+	return openapi.ParseID(s)
 }
 
 var bearerPrefix = []byte("Bearer ")

@@ -15,6 +15,7 @@ import (
 	"flashsale/ordersvc/internal/lag"
 	"flashsale/ordersvc/internal/sale"
 	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/openapi"
 	"flashsale/pkg/stock"
 )
 
@@ -93,9 +94,9 @@ func (a *Admin) auth(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 
 func saleID(ctx *fasthttp.RequestCtx) (int64, bool) {
 	raw, _ := ctx.UserValue("saleId").(string)
-	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id <= 0 {
-		writeError(ctx, fasthttp.StatusBadRequest, CodeBadRequest, "sale id must be a positive integer")
+	id, ok := openapi.ParseID(raw)
+	if !ok {
+		writeError(ctx, fasthttp.StatusBadRequest, CodeBadRequest, "sale id must be a positive integer without leading zeros")
 		return 0, false
 	}
 	return id, true
