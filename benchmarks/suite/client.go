@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"flashsale/pkg/adminapi"
 	"flashsale/tools/stackapi"
 )
 
@@ -19,14 +20,14 @@ func newClient(adminURL, gatewayURL, token string) *client {
 }
 
 // createSale creates a one-item sale that opens at startsAt and lasts an hour.
-func (c *client) createSale(ctx context.Context, name string, startsAt time.Time, quantity int) (stackapi.Sale, error) {
-	out, err := c.api.CreateSale(ctx, stackapi.NewSale{Name: name, StartsAt: startsAt, EndsAt: startsAt.Add(time.Hour), PaymentTTLSeconds: 600,
-		Items: []stackapi.NewSaleItem{{ProductID: "bench-sku", Name: "Bench item", Price: "19.99", Quantity: int64(quantity)}}})
+func (c *client) createSale(ctx context.Context, name string, startsAt time.Time, quantity int) (adminapi.Sale, error) {
+	out, err := c.api.CreateSale(ctx, adminapi.NewSale{Name: name, StartsAt: startsAt, EndsAt: startsAt.Add(time.Hour), PaymentTTLSeconds: 600,
+		Items: []adminapi.NewSaleItem{{ProductID: "bench-sku", Name: "Bench item", Price: "19.99", Quantity: int64(quantity)}}})
 	if err != nil {
-		return stackapi.Sale{}, err
+		return adminapi.Sale{}, err
 	}
 	if len(out.Items) != 1 {
-		return stackapi.Sale{}, fmt.Errorf("create sale: %d items in the answer, want 1", len(out.Items))
+		return adminapi.Sale{}, fmt.Errorf("create sale: %d items in the answer, want 1", len(out.Items))
 	}
 	return out, nil
 }

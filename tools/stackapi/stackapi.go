@@ -17,6 +17,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"flashsale/pkg/adminapi"
 )
 
 // Client talks to one gateway and one order-service admin listener.
@@ -27,48 +29,12 @@ type Client struct {
 	HTTP       *http.Client
 }
 
-// NewSaleItem is an item of a sale to create.
-type NewSaleItem struct {
-	ProductID string `json:"productId"`
-	Name      string `json:"name"`
-	Price     string `json:"price"`
-	Quantity  int64  `json:"quantity"`
-}
-
-// NewSale is the admin API's create-sale request.
-type NewSale struct {
-	Name              string        `json:"name"`
-	StartsAt          time.Time     `json:"startsAt"`
-	EndsAt            time.Time     `json:"endsAt"`
-	PaymentTTLSeconds int64         `json:"paymentTtlSeconds"`
-	Queue             *SaleQueue    `json:"queue,omitempty"`
-	StockShards       int           `json:"stockShards,omitempty"`
-	Items             []NewSaleItem `json:"items"`
-}
-
-// SaleQueue is a sale's waiting-room settings.
-type SaleQueue struct {
-	Enabled       bool  `json:"enabled"`
-	Draw          bool  `json:"draw"`
-	AdmissionRate int64 `json:"admissionRate"`
-	PowDifficulty int   `json:"powDifficulty"`
-}
-
-// Sale is the admin API's answer.
-type Sale struct {
-	ID    int64 `json:"id"`
-	Items []struct {
-		ID       int64 `json:"id"`
-		Quantity int64 `json:"quantity"`
-	} `json:"items"`
-}
-
 // CreateSale creates a sale through the admin API.
-func (c *Client) CreateSale(ctx context.Context, s NewSale) (Sale, error) {
-	var out Sale
+func (c *Client) CreateSale(ctx context.Context, s adminapi.NewSale) (adminapi.Sale, error) {
+	var out adminapi.Sale
 	err := c.do(ctx, http.MethodPost, c.AdminURL+"/admin/sales", c.AdminToken, s, http.StatusCreated, &out)
 	if err != nil {
-		return Sale{}, fmt.Errorf("create sale: %w", err)
+		return adminapi.Sale{}, fmt.Errorf("create sale: %w", err)
 	}
 	return out, nil
 }

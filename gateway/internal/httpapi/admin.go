@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"flashsale/gateway/internal/ratelimit"
+	"flashsale/pkg/adminapi"
 )
 
 // admin wraps an operator endpoint with the admin credential check every
@@ -18,39 +19,30 @@ func (a *API) admin(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return adminauth.New(a.AdminToken).Wrap(h)
 }
 
-// limitsView is the live rate-limit configuration of this gateway.
-type limitsView struct {
-	Purchase routeLimits `json:"purchase"`
-	Queue    routeLimits `json:"queue"`
-}
-
-type routeLimits struct {
-	User *ratelimit.Rule `json:"user,omitempty"`
-	IP   *ratelimit.Rule `json:"ip,omitempty"`
-}
-
 func (a *API) getLimits(ctx *fasthttp.RequestCtx) {
-	pu, pi, qu, qi := a.PurchaseLimits.User.Rule(), a.PurchaseLimits.IP.Rule(), a.QueueLimits.User.Rule(), a.QueueLimits.IP.Rule()
-	writeJSON(ctx, fasthttp.StatusOK, limitsView{Purchase: routeLimits{&pu, &pi}, Queue: routeLimits{&qu, &qi}})
+	rule := func(l *ratelimit.Limiter) *adminapi.Rule { r := adminapi.Rule(l.Rule()); return &r }
+	writeJSON(ctx, fasthttp.StatusOK, adminapi.Limits{
+		Purchase: adminapi.RouteLimits{User: rule(a.PurchaseLimits.User), IP: rule(a.PurchaseLimits.IP)},
+		Queue:    adminapi.RouteLimits{User: rule(a.QueueLimits.User), IP: rule(a.QueueLimits.IP)}})
 }
 
 // putLimits changes this gateway's limits live; omitted rules stay.
 // Limits are per gateway instance: operators set each one.
 func (a *API) putLimits(ctx *fasthttp.RequestCtx) {
-	var v limitsView
+	var v adminapi.Limits
 	if err := json.Unmarshal(ctx.PostBody(), &v); err != nil {
 		errBadRequest.write(ctx)
 		return
 	}
-	for _, r := range []*ratelimit.Rule{v.Purchase.User, v.Purchase.IP, v.Queue.User, v.Queue.IP} {
+	for _, r := range []*adminapi.Rule{v.Purchase.User, v.Purchase.IP, v.Queue.User, v.Queue.IP} {
 		if r != nil && (r.Rate < 0 || (r.Rate > 0 && r.Burst < 1)) {
 			errBadRequest.write(ctx)
 			return
 		}
 	}
-	set := func(l *ratelimit.Limiter, r *ratelimit.Rule) {
+	set := func(l *ratelimit.Limiter, r *adminapi.Rule) {
 		if r != nil {
-			l.SetRule(*r)
+			l.SetRule(ratelimit.Rule(*r))
 		}
 	}
 	set(a.PurchaseLimits.User, v.Purchase.User)
@@ -87,10 +79,9 @@ func (a *API) getQueue(ctx *fasthttp.RequestCtx) {
 		errUnavailable.write(ctx)
 		return
 	}
-	// queueLength: places admission has not reached yet (people waiting).
-	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"saleId": s.ID, "admittedUpTo": admitted, "admissionRate": rate,
-		"queueLength": l.Waiting, "joined": l.Joined,
-		"powDifficulty": s.Queue.PowDifficulty, "draw": s.Queue.Draw, "opensAt": s.StartsAt.UTC()})
+	writeJSON(ctx, fasthttp.StatusOK, adminapi.QueueState{SaleID: s.ID, AdmittedUpTo: admitted, AdmissionRate: rate,
+		QueueLength: l.Waiting, Joined: l.Joined,
+		PowDifficulty: s.Queue.PowDifficulty, Draw: s.Queue.Draw, OpensAt: s.StartsAt.UTC()})
 }
 
 // putAdmissionRate sets a sale's admission rate for every gateway.
@@ -100,9 +91,7 @@ func (a *API) putAdmissionRate(ctx *fasthttp.RequestCtx) {
 		errNotFound.write(ctx)
 		return
 	}
-	var v struct {
-		Rate *float64 `json:"rate"`
-	}
+	var v adminapi.AdmissionRateChange
 	if err := json.Unmarshal(ctx.PostBody(), &v); err != nil || v.Rate == nil || *v.Rate < 0 {
 		errBadRequest.write(ctx)
 		return
@@ -115,7 +104,7 @@ func (a *API) putAdmissionRate(ctx *fasthttp.RequestCtx) {
 	}
 	a.SetAdmissionRate(s.ID, *v.Rate)
 	a.Log.Info("admission rate changed by operator", "sale", s.ID, "rate", *v.Rate)
-	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"saleId": s.ID, "admissionRate": *v.Rate})
+	writeJSON(ctx, fasthttp.StatusOK, adminapi.AdmissionRate{SaleID: s.ID, AdmissionRate: *v.Rate})
 }
 
 // Bypass users are shared by every gateway through Redis; see BypassStore.
@@ -128,14 +117,11 @@ func (a *API) getBypass(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	sort.Strings(users)
-	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"users": users})
+	writeJSON(ctx, fasthttp.StatusOK, adminapi.Bypass{Users: users})
 }
 
 func (a *API) putBypass(ctx *fasthttp.RequestCtx) {
-	var v struct {
-		Add    []string `json:"add"`
-		Remove []string `json:"remove"`
-	}
+	var v adminapi.BypassChange
 	if err := json.Unmarshal(ctx.PostBody(), &v); err != nil || a.Bypass == nil {
 		errBadRequest.write(ctx)
 		return

@@ -10,48 +10,15 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"flashsale/pkg/adminapi"
 )
 
 // SaleOrders is the order service's view of one sale, as its admin
-// listener answers GET /admin/sales/{id}/status: PostgreSQL's counts of
-// orders by status, the consumer group's lag and the last reconcile.
-type SaleOrders struct {
-	SaleID         int64            `json:"saleId"`
-	OrdersByStatus map[string]int64 `json:"ordersByStatus"`
-	Items          []ItemOrders     `json:"items"`
-	ConsumerLag    ConsumerLag      `json:"consumerLag"`
-	Reconcile      *Reconcile       `json:"reconcile"` // null until one ran
-}
-
-// ItemOrders is one item's orders by status.
-type ItemOrders struct {
-	ItemID         int64            `json:"itemId"`
-	OrdersByStatus map[string]int64 `json:"ordersByStatus"`
-}
-
-// ConsumerLag is how far the order consumer trails the topic; Error says
-// why the lag could not be read (the counts above still can be).
-type ConsumerLag struct {
-	Total      int64          `json:"total"`
-	Partitions []PartitionLag `json:"partitions"`
-	Error      string         `json:"error"`
-}
-
-// PartitionLag is one partition's committed offset against its end.
-type PartitionLag struct {
-	Partition int32 `json:"partition"`
-	Committed int64 `json:"committed"`
-	End       int64 `json:"end"`
-	Lag       int64 `json:"lag"`
-}
-
-// Reconcile is the verdict of the last Redis-against-PostgreSQL check.
-type Reconcile struct {
-	At       time.Time `json:"at"`
-	Verdict  string    `json:"verdict"`
-	Repaired bool      `json:"repaired"`
-	Summary  string    `json:"summary"`
-}
+// listener answers GET /admin/sales/{id}/status (pkg/adminapi, the type the
+// order service writes): PostgreSQL's counts of orders by status, the
+// consumer group's lag and the last reconcile.
+type SaleOrders = adminapi.SaleStatus
 
 // OrdersState is what the dashboard shows of a sale's orders: the order
 // service's answer, or why there is none.

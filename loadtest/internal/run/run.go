@@ -19,6 +19,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
 
+	"flashsale/pkg/adminapi"
 	"flashsale/pkg/redisconn"
 	"flashsale/pkg/stock"
 	"flashsale/tools/audit"
@@ -198,18 +199,18 @@ func prepareSale(ctx context.Context, o Options, api *stackapi.Client, progress 
 
 // newSale is the sale to create: o.Stock units spread over o.Items items,
 // the first ones taking the remainder, open for an hour from opens.
-func newSale(o Options, name string, opens time.Time) stackapi.NewSale {
-	ns := stackapi.NewSale{Name: name, StartsAt: opens, EndsAt: opens.Add(time.Hour), PaymentTTLSeconds: 600,
+func newSale(o Options, name string, opens time.Time) adminapi.NewSale {
+	ns := adminapi.NewSale{Name: name, StartsAt: opens, EndsAt: opens.Add(time.Hour), PaymentTTLSeconds: 600,
 		StockShards: o.Shards}
 	if o.Queue {
-		ns.Queue = &stackapi.SaleQueue{Enabled: true, Draw: true, AdmissionRate: o.AdmissionRate}
+		ns.Queue = &adminapi.SaleQueue{Enabled: true, Draw: true, AdmissionRate: o.AdmissionRate}
 	}
 	for i := range o.Items {
 		q := o.Stock / o.Items
 		if i < o.Stock%o.Items {
 			q++
 		}
-		ns.Items = append(ns.Items, stackapi.NewSaleItem{ProductID: fmt.Sprintf("sku-%d", i), Name: fmt.Sprintf("Flash item %d", i), Price: "19.99", Quantity: int64(q)})
+		ns.Items = append(ns.Items, adminapi.NewSaleItem{ProductID: fmt.Sprintf("sku-%d", i), Name: fmt.Sprintf("Flash item %d", i), Price: "19.99", Quantity: int64(q)})
 	}
 	return ns
 }

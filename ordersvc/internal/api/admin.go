@@ -15,6 +15,7 @@ import (
 	"flashsale/ordersvc/internal/lag"
 	"flashsale/ordersvc/internal/sale"
 	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/adminapi"
 	"flashsale/pkg/openapi"
 	"flashsale/pkg/stock"
 )
@@ -201,21 +202,13 @@ func (a *Admin) status(base context.Context, rctx *fasthttp.RequestCtx) {
 	writeJSON(rctx, fasthttp.StatusOK, st)
 }
 
-// laggingBody is the 409 CONSUMER_LAGGING answer: the usual error and
-// message, plus the lag left, so an operator sees how far behind it is.
-type laggingBody struct {
-	Error   string  `json:"error"`
-	Message string  `json:"message"`
-	Lag     lag.Lag `json:"lag"`
-}
-
 func (a *Admin) fail(rctx *fasthttp.RequestCtx, op string, err error) {
 	var lagging *lag.LaggingError
 	switch {
 	case errors.As(err, &lagging):
 		a.log.Warn("stock not computed: the order consumer lags", "op", op, "lag", lagging.Lag.Total)
 		rctx.Response.Header.Set("Retry-After", "5")
-		writeJSON(rctx, fasthttp.StatusConflict, laggingBody{Error: CodeConsumerLagging, Message: op + ": " + err.Error(), Lag: lagging.Lag})
+		writeJSON(rctx, fasthttp.StatusConflict, adminapi.Lagging{Error: CodeConsumerLagging, Message: op + ": " + err.Error(), Lag: lagging.Lag})
 	case errors.Is(err, store.ErrNotFound):
 		writeError(rctx, fasthttp.StatusNotFound, CodeNotFound, "no such sale")
 	case errors.Is(err, sale.ErrInvalid):

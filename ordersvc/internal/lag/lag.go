@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"flashsale/pkg/adminapi"
 )
 
 // ErrLagging: the consumer group did not reach the high watermarks read at
@@ -43,21 +45,12 @@ func (e *LaggingError) Error() string {
 
 func (e *LaggingError) Unwrap() error { return ErrLagging }
 
-// Lag is the group's lag over every partition of the topic.
-type Lag struct {
-	Total      int64          `json:"total"`
-	Partitions []PartitionLag `json:"partitions"`
-}
-
-// PartitionLag is one partition. Committed is the group's committed offset,
-// -1 when the group never committed one (it then starts at the earliest
-// message still held, the low watermark); End is the high watermark.
-type PartitionLag struct {
-	Partition int32 `json:"partition"`
-	Committed int64 `json:"committed"`
-	End       int64 `json:"end"`
-	Lag       int64 `json:"lag"`
-}
+// Lag is the group's lag over every partition of the topic; PartitionLag
+// is one partition (pkg/adminapi: the admin API answers them).
+type (
+	Lag          = adminapi.Lag
+	PartitionLag = adminapi.PartitionLag
+)
 
 // Config names the group and topic, and bounds each broker request.
 type Config struct {

@@ -18,6 +18,7 @@ import (
 	"flashsale/ordersvc/internal/lag"
 	"flashsale/ordersvc/internal/metrics"
 	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/adminapi"
 	"flashsale/pkg/stock"
 )
 
@@ -154,18 +155,11 @@ func (s *Service) Create(ctx context.Context, ns store.NewSale) (View, error) {
 	return viewOf(sale), nil
 }
 
-// LoadResult is what load-stock wrote to Redis.
-type LoadResult struct {
-	SaleID  int64        `json:"saleId"`
-	Items   []LoadedItem `json:"items"`
-	Holders int          `json:"holders"`
-}
+// LoadResult is what load-stock wrote to Redis (pkg/adminapi).
+type LoadResult = adminapi.LoadResult
 
 // LoadedItem is the stock written for one item.
-type LoadedItem struct {
-	ItemID int64 `json:"itemId"`
-	Left   int64 `json:"left"`
-}
+type LoadedItem = adminapi.LoadedItem
 
 // LoadStock writes the sale's hot copy into Redis from one PostgreSQL
 // snapshot: per item quantity minus active orders, and the active holders.

@@ -13,6 +13,7 @@ import (
 	"flashsale/ordersvc/internal/lag"
 	"flashsale/ordersvc/internal/metrics"
 	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/adminapi"
 )
 
 // Reconcile verdicts, as Status reports them.
@@ -24,12 +25,7 @@ const (
 )
 
 // Verdict is the last reconcile of a sale computed by this process.
-type Verdict struct {
-	At       time.Time `json:"at"`
-	Verdict  string    `json:"verdict"`
-	Repaired bool      `json:"repaired"`
-	Summary  string    `json:"summary"`
-}
+type Verdict = adminapi.Verdict
 
 // maxVerdicts bounds the sales remembered; the oldest verdict goes.
 const maxVerdicts = 256
@@ -118,30 +114,14 @@ func summarize(rec Reconciliation) string {
 	return line
 }
 
-// Status is a sale's order figures for the operators' dashboard: orders by
-// status from PostgreSQL, the consumer group's lag, the last reconcile.
-// Every status key is always present.
-type Status struct {
-	SaleID         int64            `json:"saleId"`
-	OrdersByStatus map[string]int64 `json:"ordersByStatus"`
-	Items          []ItemStatus     `json:"items"`
-	ConsumerLag    LagStatus        `json:"consumerLag"`
-	Reconcile      *Verdict         `json:"reconcile"` // null until one ran in this process
-}
-
-// ItemStatus is one item's orders by status.
-type ItemStatus struct {
-	ItemID         int64            `json:"itemId"`
-	OrdersByStatus map[string]int64 `json:"ordersByStatus"`
-}
-
-// LagStatus is the last reading of the consumer lag; Error says why there
-// is none (the order counts do not depend on it).
-type LagStatus struct {
-	Total      int64              `json:"total"`
-	Partitions []lag.PartitionLag `json:"partitions"`
-	Error      string             `json:"error"`
-}
+// The dashboard's view of a sale's orders (pkg/adminapi): orders by status
+// from PostgreSQL (every status key always present), the consumer group's
+// lag, the last reconcile.
+type (
+	Status     = adminapi.SaleStatus
+	ItemStatus = adminapi.ItemStatus
+	LagStatus  = adminapi.ConsumerLag
+)
 
 // Status reads the sale's order counts (one indexed query) and adds the
 // last lag reading and reconcile verdict; ErrNotFound for no sale.

@@ -7,43 +7,8 @@ import (
 	"time"
 
 	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/adminapi"
 )
-
-// View is the JSON of a sale, printed by create-sale and answered by the
-// admin API. Left, StockLoaded and Holders come from Redis and are present
-// only when Redis was read.
-type View struct {
-	ID                int64      `json:"id"`
-	Name              string     `json:"name"`
-	StartsAt          time.Time  `json:"startsAt"`
-	EndsAt            time.Time  `json:"endsAt"`
-	PaymentTTLSeconds int64      `json:"paymentTtlSeconds"`
-	Queue             QueueView  `json:"queue"`
-	StockShards       int        `json:"stockShards"`
-	CreatedAt         time.Time  `json:"createdAt"`
-	Items             []ItemView `json:"items"`
-	Holders           *int       `json:"holders,omitempty"`
-}
-
-// QueueView is the JSON of a sale's admission settings.
-type QueueView struct {
-	Enabled       bool  `json:"enabled"`
-	Draw          bool  `json:"draw"`
-	AdmissionRate int64 `json:"admissionRate"`
-	PowDifficulty int   `json:"powDifficulty"`
-}
-
-// ItemView is the JSON of an item.
-type ItemView struct {
-	ID          int64  `json:"id"`
-	ProductID   string `json:"productId"`
-	Name        string `json:"name"`
-	Price       string `json:"price"`
-	Quantity    int64  `json:"quantity"`
-	Sold        int64  `json:"sold"`
-	Left        *int64 `json:"left,omitempty"`
-	StockLoaded *bool  `json:"stockLoaded,omitempty"`
-}
 
 func viewOf(s store.Sale) View {
 	v := View{ID: s.ID, Name: s.Name, StartsAt: s.StartsAt.UTC(), EndsAt: s.EndsAt.UTC(),
@@ -55,50 +20,21 @@ func viewOf(s store.Sale) View {
 	return v
 }
 
-// CreateRequest is the body of POST /admin/sales.
-type CreateRequest struct {
-	Name              string    `json:"name"`
-	StartsAt          time.Time `json:"startsAt"`
-	EndsAt            time.Time `json:"endsAt"`
-	PaymentTTLSeconds int64     `json:"paymentTtlSeconds"`
-	// Queue is optional: without it the sale has no virtual queue.
-	Queue *QueueView `json:"queue,omitempty"`
-	// StockShards splits each item's stock over this many Redis shards
-	// (default 1; more for a hot item on a Redis Cluster).
-	StockShards int           `json:"stockShards,omitempty"`
-	Items       []ItemRequest `json:"items"`
-}
-
-// ItemRequest is one item of a CreateRequest.
-type ItemRequest struct {
-	ProductID string `json:"productId"`
-	Name      string `json:"name"`
-	Price     Price  `json:"price"`
-	Quantity  int64  `json:"quantity"`
-}
-
-// Price is a decimal amount given as a JSON number (19.99) or string
-// ("19.99"); it keeps the text, so no float ever rounds money.
-type Price string
-
-// UnmarshalJSON accepts a number or a string.
-func (p *Price) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*p = Price(s)
-		return nil
-	}
-	var n json.Number
-	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("price: want a number or a decimal string")
-	}
-	*p = Price(n.String())
-	return nil
-}
+// The JSON of the admin API is pkg/adminapi's, shared with its clients.
+type (
+	// View is a sale, printed by create-sale and answered by the admin API.
+	View = adminapi.Sale
+	// QueueView is a sale's admission settings.
+	QueueView = adminapi.SaleQueue
+	// ItemView is an item of a View.
+	ItemView = adminapi.SaleItem
+	// CreateRequest is the body of POST /admin/sales.
+	CreateRequest = adminapi.NewSale
+	// ItemRequest is one item of a CreateRequest.
+	ItemRequest = adminapi.NewSaleItem
+	// Price is a decimal amount given as a JSON number or string.
+	Price = adminapi.Price
+)
 
 // MaxRequestBytes bounds a CreateRequest body.
 const MaxRequestBytes = 1 << 20
