@@ -13,9 +13,11 @@ export CGO_ENABLED := 1
 # Redis Cluster (3 masters, 3 replicas) and a Kafka cluster (3 nodes,
 # replication factor 3). make test always starts it: the cluster tests need
 # it, and with FLASHSALE_CLUSTER=1 they fail instead of skipping.
+FUZZTIME ?= 10s
+export FUZZTIME
 CLUSTER ?= $(or $(FLASHSALE_CLUSTER),$(FLASHSALE_REDIS_CLUSTER),0)
 
-.PHONY: help up down status build test check vet fmt demo bench faults clean modules
+.PHONY: help up down status build test check vet fmt demo bench faults fuzz contract clean modules
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -58,6 +60,9 @@ faults: up ## fault injection and hostile input against the real servers; runs a
 
 bench: up build ## our gateway against the baselines, side by side (about 3 minutes)
 	@bash benchmarks/run.sh $(BENCH_ARGS)
+
+fuzz: ## run every native fuzz target for FUZZTIME each (default 10s), one at a time; commit what it writes under testdata/fuzz/
+	@bash deploy/fuzz.sh $(MODULES)
 
 modules: ## print the workspace's modules (from go.work), one a line
 	@printf '%s\n' $(MODULES)
