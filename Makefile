@@ -61,6 +61,9 @@ faults: up ## fault injection and hostile input against the real servers; runs a
 bench: up build ## our gateway against the baselines, side by side (about 3 minutes)
 	@bash benchmarks/run.sh $(BENCH_ARGS)
 
+contract: up ## schemathesis fuzzes both services' four listeners from the OpenAPI document (CONTRACT_EXAMPLES per operation, default 50)
+	@bash deploy/contract.sh
+
 fuzz: ## run every native fuzz target for FUZZTIME each (default 10s), one at a time; commit what it writes under testdata/fuzz/
 	@bash deploy/fuzz.sh $(MODULES)
 

@@ -103,6 +103,7 @@ func (a *API) Public() fasthttp.RequestHandler {
 	r.POST("/api/flash-sales/{saleId}/g/{gate}/items/{itemId}/purchase", a.purchase)
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
+	r.GET(openapi.Path, openapi.Serve)
 	r.NotFound = errNotFound.write
 	r.MethodNotAllowed = errMethod.write
 	r.HandleMethodNotAllowed = true
@@ -126,6 +127,7 @@ func (a *API) Admin() fasthttp.RequestHandler {
 	r.GET("/metrics", a.metrics)
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
+	r.GET(openapi.Path, openapi.Serve)
 	r.GET("/admin/limits", a.admin(a.getLimits))
 	r.PUT("/admin/limits", a.admin(a.putLimits))
 	r.GET("/admin/sales/{saleId}/queue", a.admin(a.getQueue))

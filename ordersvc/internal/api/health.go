@@ -10,6 +10,7 @@ import (
 
 	"flashsale/ordersvc/internal/metrics"
 	"flashsale/ordersvc/internal/store"
+	"flashsale/pkg/openapi"
 )
 
 // ReadyChecker reports whether a component can do its work (the consumer).
@@ -39,6 +40,7 @@ func (h *Health) register(base context.Context, r *router.Router) {
 	r.GET("/healthz", h.healthz)
 	r.GET("/readyz", func(ctx *fasthttp.RequestCtx) { h.readyz(base, ctx) })
 	r.GET("/metrics", h.serveMetrics)
+	r.GET(openapi.Path, openapi.Serve)
 }
 
 var bodyOK = []byte(`{"status":"ok"}`)
