@@ -24,21 +24,21 @@ const webhookSecret = "contract-webhook-secret-0123456789"
 // breaking a server the other packages' tests share (make test runs them
 // side by side), each with where it is proven instead.
 var exempt = map[string]string{
-	"GET /api/flash-sales/{saleId}/order 503":           "Redis or PostgreSQL not answering (faults/redis_test.go, faults/postgres_test.go)",
-	"POST /api/flash-sales/{saleId}/queue 503":          "Redis not answering (faults/redis_test.go)",
-	"GET /api/flash-sales/{saleId}/queue/{ticket} 503":  "Redis not answering (faults/redis_test.go)",
-	"GET /admin/sales/{saleId}/queue 503":               "Redis not answering",
-	"PUT /admin/sales/{saleId}/admission-rate 503":      "Redis not answering",
-	"PUT /admin/queue/bypass 503":                       "Redis not answering",
-	"POST /admin/sales 503":                             "PostgreSQL not answering (faults/postgres_test.go)",
-	"GET /admin/sales/{saleId} 503":                     "PostgreSQL or Redis not answering",
-	"POST /admin/sales/{saleId}/load-stock 503":         "PostgreSQL or Redis not answering",
-	"POST /admin/sales/{saleId}/reconcile 503":          "PostgreSQL or Redis not answering",
-	"GET /admin/sales/{saleId}/status 503":              "PostgreSQL not answering",
-	"POST /webhooks/payment 503":                        "PostgreSQL not answering",
-	"POST /admin/sales/{saleId}/load-stock 409":         "the consumer group lagging or the sale's keys changing meanwhile (ordersvc/internal/api, faults/reconcile_test.go)",
-	"POST /admin/sales/{saleId}/reconcile 409":          "the consumer group lagging (ordersvc/internal/sale reconcile tests)",
-	"GET /readyz 503":                                   "draining or a dependency down (ordersvc/internal/app, gateway/internal/app tests)",
+	"GET /api/flash-sales/{saleId}/order 503":          "Redis or PostgreSQL not answering (faults/redis_test.go, faults/postgres_test.go)",
+	"POST /api/flash-sales/{saleId}/queue 503":         "Redis not answering (faults/redis_test.go)",
+	"GET /api/flash-sales/{saleId}/queue/{ticket} 503": "Redis not answering (faults/redis_test.go)",
+	"GET /admin/sales/{saleId}/queue 503":              "Redis not answering",
+	"PUT /admin/sales/{saleId}/admission-rate 503":     "Redis not answering",
+	"PUT /admin/queue/bypass 503":                      "Redis not answering",
+	"POST /admin/sales 503":                            "PostgreSQL not answering (faults/postgres_test.go)",
+	"GET /admin/sales/{saleId} 503":                    "PostgreSQL or Redis not answering",
+	"POST /admin/sales/{saleId}/load-stock 503":        "PostgreSQL or Redis not answering",
+	"POST /admin/sales/{saleId}/reconcile 503":         "PostgreSQL or Redis not answering",
+	"GET /admin/sales/{saleId}/status 503":             "PostgreSQL not answering",
+	"POST /webhooks/payment 503":                       "PostgreSQL not answering",
+	"POST /admin/sales/{saleId}/load-stock 409":        "the consumer group lagging or the sale's keys changing meanwhile (ordersvc/internal/api, faults/reconcile_test.go)",
+	"POST /admin/sales/{saleId}/reconcile 409":         "the consumer group lagging (ordersvc/internal/sale reconcile tests)",
+	"GET /readyz 503":                                  "draining or a dependency down (ordersvc/internal/app, gateway/internal/app tests)",
 }
 
 func mint(t *testing.T, user string) string {
