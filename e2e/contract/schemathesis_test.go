@@ -56,10 +56,12 @@ func TestSchemathesis(t *testing.T) {
 	}
 	for _, run := range runs {
 		t.Run(run.tag, func(t *testing.T) {
+			// One worker: parallel workers hit a CPython 3.11 bug in the
+			// ast module ("AST constructor recursion depth mismatch").
 			cmd := exec.Command(bin, "run", run.base+"/openapi.yaml", "--url", run.base,
 				"--include-tag", run.tag, "-H", run.header,
 				"--checks", schemathesisChecks, "--max-examples", examples, "--seed", "1",
-				"--workers", "2", "--no-color", "--suppress-health-check", "all",
+				"--workers", "1", "--no-color", "--suppress-health-check", "all",
 				"--report", "junit", "--report-dir", filepath.Join(reports, run.tag))
 			out, err := cmd.CombinedOutput()
 			t.Logf("schemathesis on %s (%s):\n%s", run.tag, run.base, out)

@@ -174,6 +174,25 @@ type Rule struct {
 	Burst int     `json:"burst"`
 }
 
+var errRule = errors.New("rule: want {\"rate\": number, \"burst\": integer}, both given")
+
+// UnmarshalJSON takes a rule only with both fields: a missing one would
+// read as 0, and rate 0 turns the limit off.
+func (r *Rule) UnmarshalJSON(b []byte) error {
+	var in struct {
+		Rate  *float64 `json:"rate"`
+		Burst *int     `json:"burst"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	if in.Rate == nil || in.Burst == nil {
+		return errRule
+	}
+	r.Rate, r.Burst = *in.Rate, *in.Burst
+	return nil
+}
+
 // Limits is GET and PUT /admin/limits (gateway): the live rate limits of
 // one gateway instance. In a PUT, an omitted rule stays as it is.
 type Limits struct {

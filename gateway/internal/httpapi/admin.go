@@ -3,8 +3,11 @@ package httpapi
 import (
 	"flashsale/pkg/adminauth"
 
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"slices"
 	"sort"
 
 	"github.com/valyala/fasthttp"
@@ -30,7 +33,7 @@ func (a *API) getLimits(ctx *fasthttp.RequestCtx) {
 // Limits are per gateway instance: operators set each one.
 func (a *API) putLimits(ctx *fasthttp.RequestCtx) {
 	var v adminapi.Limits
-	if err := json.Unmarshal(ctx.PostBody(), &v); err != nil {
+	if err := decodeObject(ctx.PostBody(), &v); err != nil {
 		errBadRequest.write(ctx)
 		return
 	}
@@ -92,7 +95,7 @@ func (a *API) putAdmissionRate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	var v adminapi.AdmissionRateChange
-	if err := json.Unmarshal(ctx.PostBody(), &v); err != nil || v.Rate == nil || *v.Rate < 0 {
+	if err := decodeObject(ctx.PostBody(), &v); err != nil || v.Rate == nil || *v.Rate < 0 {
 		errBadRequest.write(ctx)
 		return
 	}
@@ -122,7 +125,7 @@ func (a *API) getBypass(ctx *fasthttp.RequestCtx) {
 
 func (a *API) putBypass(ctx *fasthttp.RequestCtx) {
 	var v adminapi.BypassChange
-	if err := json.Unmarshal(ctx.PostBody(), &v); err != nil || a.Bypass == nil {
+	if err := decodeObject(ctx.PostBody(), &v); err != nil || a.Bypass == nil || slices.Contains(v.Add, "") || slices.Contains(v.Remove, "") {
 		errBadRequest.write(ctx)
 		return
 	}
@@ -137,6 +140,17 @@ func (a *API) putBypass(ctx *fasthttp.RequestCtx) {
 	a.Log.Info("queue bypass list changed by operator", "add", len(v.Add), "remove", len(v.Remove))
 	a.getBypass(ctx)
 }
+
+// decodeObject reads an operator's JSON body, which must be an object: a
+// bare null would decode to "change nothing" and answer 200.
+func decodeObject(b []byte, v any) error {
+	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '{' {
+		return errNotObject
+	}
+	return json.Unmarshal(b, v)
+}
+
+var errNotObject = errors.New("body: want a JSON object")
 
 // BypassStore keeps the bypass list where every gateway reads it.
 type BypassStore interface {

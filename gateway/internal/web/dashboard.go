@@ -214,6 +214,7 @@ func (d *Dashboard) Admin(next fasthttp.RequestHandler) fasthttp.RequestHandler 
 			return
 		}
 		if !ctx.IsGet() {
+			ctx.Response.Header.Set(fasthttp.HeaderAllow, "GET")
 			writeError(ctx, fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "GET only")
 			return
 		}

@@ -68,6 +68,7 @@ func (s site) serve(ctx *fasthttp.RequestCtx, prefix string) bool {
 		return false
 	}
 	if !ctx.IsGet() && !ctx.IsHead() {
+		ctx.Response.Header.Set(fasthttp.HeaderAllow, "GET, HEAD")
 		writeError(ctx, fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "GET only")
 		return true
 	}

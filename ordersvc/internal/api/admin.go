@@ -162,7 +162,8 @@ func (a *Admin) reconcile(base context.Context, rctx *fasthttp.RequestCtx) {
 		return
 	}
 	repair := false
-	if v := rctx.QueryArgs().Peek("repair"); len(v) > 0 {
+	if args := rctx.QueryArgs(); args.Has("repair") {
+		v := args.Peek("repair")
 		b, err := strconv.ParseBool(string(v))
 		if err != nil {
 			writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, "repair must be true or false")
