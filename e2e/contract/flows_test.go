@@ -172,6 +172,7 @@ func (c *contract) ordersvcAdmin(sl sale) {
 	post(http.StatusOK, "/admin/sales/"+id+"/reconcile", nil)
 	post(http.StatusOK, "/admin/sales/"+id+"/reconcile?repair=true", nil)
 	post(http.StatusBadRequest, "/admin/sales/"+id+"/reconcile?repair=maybe", nil)
+	post(http.StatusBadRequest, "/admin/sales/"+id+"/reconcile?repair=", nil)
 	post(http.StatusNotFound, "/admin/sales/999999999/reconcile", nil)
 	var st adminapi.SaleStatus
 	if err := json.Unmarshal(get(http.StatusOK, "/admin/sales/"+id+"/status"), &st); err != nil || st.SaleID != sl.ID || st.Reconcile == nil {
@@ -256,9 +257,12 @@ func (c *contract) gatewayAdmin(sl sale) {
 	ga(http.StatusOK, http.MethodPut, "/admin/limits", []byte(`{"purchase":{"user":{"rate":100,"burst":100}}}`))
 	ga(http.StatusBadRequest, http.MethodPut, "/admin/limits", []byte(`{"purchase":{"user":{"rate":1,"burst":0}}}`))
 	ga(http.StatusBadRequest, http.MethodPut, "/admin/limits", []byte(`not json`))
+	ga(http.StatusBadRequest, http.MethodPut, "/admin/limits", []byte(`null`))                               // changed nothing, once answered 200
+	ga(http.StatusBadRequest, http.MethodPut, "/admin/limits", []byte(`{"purchase":{"user":{"burst":5}}}`)) // no rate: once read as 0, limit off
 	ga(http.StatusOK, http.MethodGet, "/admin/queue/bypass", nil)
 	ga(http.StatusOK, http.MethodPut, "/admin/queue/bypass", []byte(`{"add":["u-vip"],"remove":["u-gone"]}`))
 	ga(http.StatusBadRequest, http.MethodPut, "/admin/queue/bypass", []byte(`{"add":"u-vip"}`))
+	ga(http.StatusBadRequest, http.MethodPut, "/admin/queue/bypass", []byte(`{"remove":[null]}`))
 	ga(http.StatusOK, http.MethodGet, "/admin/dashboard", nil)
 	ga(http.StatusOK, http.MethodGet, fmt.Sprintf("/admin/dashboard?sale=%d", sl.ID), nil)
 	ga(http.StatusBadRequest, http.MethodGet, "/admin/dashboard?sale=0", nil)
