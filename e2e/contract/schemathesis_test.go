@@ -63,6 +63,7 @@ func TestSchemathesis(t *testing.T) {
 				"--checks", schemathesisChecks, "--max-examples", examples, "--seed", "1",
 				"--workers", "1", "--no-color", "--suppress-health-check", "all",
 				"--report", "junit", "--report-dir", filepath.Join(reports, run.tag))
+			cmd.Dir = reports // its cache (.schemathesis/) lands beside the reports
 			out, err := cmd.CombinedOutput()
 			t.Logf("schemathesis on %s (%s):\n%s", run.tag, run.base, out)
 			if err != nil {
