@@ -67,7 +67,7 @@ func (s Security) Apply(m kafka.ConfigMap) {
 }
 
 // Validate reports every inconsistency at once, each naming its
-// FLASHSALE_KAFKA_* variable.
+// variable.
 func (s Security) Validate() error {
 	var errs []error
 	s.check(func(name string, err error) { errs = append(errs, fmt.Errorf("%s: %w", name, err)) })
@@ -78,37 +78,37 @@ func (s Security) Validate() error {
 // inconsistency.
 func (s Security) check(report func(name string, err error)) {
 	fail := func(name, format string, args ...any) {
-		report("FLASHSALE_KAFKA_"+name, fmt.Errorf(format, args...))
+		report(name, fmt.Errorf(format, args...))
 	}
 	proto := strings.ToLower(s.Protocol)
 	if s.Protocol != "" && !slices.Contains(protocols, proto) {
-		fail("SECURITY_PROTOCOL", "want one of %s, got %q", strings.Join(protocols, ", "), s.Protocol)
+		fail("FLASHSALE_KAFKA_SECURITY_PROTOCOL", "want one of %s, got %q", strings.Join(protocols, ", "), s.Protocol)
 	}
 	sasl := strings.HasPrefix(proto, "sasl_")
 	if s.SASLMechanism != "" && !slices.Contains(mechanisms, strings.ToUpper(s.SASLMechanism)) {
-		fail("SASL_MECHANISM", "want one of %s, got %q", strings.Join(mechanisms, ", "), s.SASLMechanism)
+		fail("FLASHSALE_KAFKA_SASL_MECHANISM", "want one of %s, got %q", strings.Join(mechanisms, ", "), s.SASLMechanism)
 	}
 	if !sasl && (s.SASLMechanism != "" || s.SASLUsername != "" || s.SASLPassword.Set()) {
-		fail("SASL_MECHANISM", "SASL settings need FLASHSALE_KAFKA_SECURITY_PROTOCOL sasl_plaintext or sasl_ssl")
+		fail("FLASHSALE_KAFKA_SASL_MECHANISM", "SASL settings need FLASHSALE_KAFKA_SECURITY_PROTOCOL sasl_plaintext or sasl_ssl")
 	}
 	if mech := strings.ToUpper(s.SASLMechanism); sasl && (strings.HasPrefix(mech, "SCRAM") || mech == "PLAIN") {
 		if s.SASLUsername == "" || !s.SASLPassword.Set() {
-			fail("SASL_USERNAME", "%s needs a username and FLASHSALE_KAFKA_SASL_PASSWORD", s.SASLMechanism)
+			fail("FLASHSALE_KAFKA_SASL_USERNAME", "%s needs a username and FLASHSALE_KAFKA_SASL_PASSWORD", s.SASLMechanism)
 		}
 	}
 	tls := proto == "ssl" || proto == "sasl_ssl"
 	if !tls && (s.CALocation != "" || s.CertLocation != "" || s.KeyLocation != "" || s.KeyPassword.Set() || s.EndpointVerify != "") {
-		fail("SSL_CA_LOCATION", "TLS settings need FLASHSALE_KAFKA_SECURITY_PROTOCOL ssl or sasl_ssl")
+		fail("FLASHSALE_KAFKA_SSL_CA_LOCATION", "TLS settings need FLASHSALE_KAFKA_SECURITY_PROTOCOL ssl or sasl_ssl")
 	}
 	if (s.CertLocation == "") != (s.KeyLocation == "") {
-		fail("SSL_CERTIFICATE_LOCATION", "a client certificate needs its key (FLASHSALE_KAFKA_SSL_KEY_LOCATION) and the other way round")
+		fail("FLASHSALE_KAFKA_SSL_CERTIFICATE_LOCATION", "a client certificate needs its key (FLASHSALE_KAFKA_SSL_KEY_LOCATION) and the other way round")
 	}
 	if s.EndpointVerify != "" && s.EndpointVerify != "https" && s.EndpointVerify != "none" {
-		fail("SSL_ENDPOINT_IDENTIFICATION", "want https or none, got %q", s.EndpointVerify)
+		fail("FLASHSALE_KAFKA_SSL_ENDPOINT_IDENTIFICATION", "want https or none, got %q", s.EndpointVerify)
 	}
 }
 
-// Load reads the FLASHSALE_KAFKA_* security variables (the passwords also
+// Load reads the Kafka security variables (the passwords also
 // from NAME_FILE) and records their problems on src.
 func Load(src *config.Source) Security {
 	s := Security{

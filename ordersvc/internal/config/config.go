@@ -191,7 +191,7 @@ func (c Config) Validate(mode Mode) error {
 		}
 	}
 	if err := redisconn.Validate(c.RedisAddr); err != nil {
-		fail("FLASHSALE_REDIS_ADDR", "want host:port or a comma-separated list of them (cluster seeds): %v", err)
+		fail("FLASHSALE_REDIS_ADDR", "want host:port, a comma-separated list of them (cluster seeds) or a redis:// or rediss:// URL: %v", err)
 	}
 	if strings.TrimSpace(c.KafkaBrokers) == "" {
 		fail("FLASHSALE_KAFKA_BROKERS", "empty")
