@@ -131,7 +131,6 @@ var known = map[string]variable{
 	"FLASHSALE_REDIS_CLUSTER_ADDR": {readers: Stack},
 	"FLASHSALE_TEST_LOGS":          {readers: Stack},
 	"FLASHSALE_CHROMIUM":           {readers: Stack},
-	"FLASHSALE_CHROMEDRIVER":       {readers: Stack},
 }
 
 // ReadBy lists the variables any of r reads (a secret's NAME_FILE is
