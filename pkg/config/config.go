@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -276,4 +277,15 @@ func (s *Source) Secret(name string) secret.Secret {
 		return secret.Secret(bytes.TrimSpace(b))
 	}
 	return nil
+}
+
+// RedactedDSN is a database URL without its password and query (which may
+// carry one), for saying which database a tool uses.
+func RedactedDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparsable DSN)"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u.Redacted()
 }

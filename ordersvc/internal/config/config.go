@@ -268,11 +268,4 @@ func (c Config) Validate(mode Mode) error {
 
 // RedactedDSN is dsn without its password and query (which may carry one),
 // for saying which database a tool uses.
-func RedactedDSN(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(unparsable DSN)"
-	}
-	u.RawQuery, u.Fragment = "", ""
-	return u.Redacted()
-}
+func RedactedDSN(dsn string) string { return pkgconfig.RedactedDSN(dsn) }
