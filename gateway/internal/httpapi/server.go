@@ -120,7 +120,10 @@ func (a *API) Public() fasthttp.RequestHandler {
 }
 
 // Admin returns the operators' handler (metrics, health).
-func (a *API) Admin() fasthttp.RequestHandler {
+func (a *API) Admin() fasthttp.RequestHandler { return a.adminRouter().Handler }
+
+// adminRouter routes the admin listener (its test walks the routes).
+func (a *API) adminRouter() *router.Router {
 	r := router.New()
 	r.GET("/metrics", a.metrics)
 	r.GET("/healthz", a.healthz)
@@ -134,7 +137,7 @@ func (a *API) Admin() fasthttp.RequestHandler {
 	r.NotFound = errNotFound.Write
 	r.MethodNotAllowed = errMethod.Write
 	r.HandleMethodNotAllowed = true
-	return r.Handler
+	return r
 }
 
 // CountPanic counts a handler panic on /metrics (the listeners' Recover,
