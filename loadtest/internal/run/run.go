@@ -290,7 +290,8 @@ func attack(ctx context.Context, o Options, pool *pgxpool.Pool, s sale, room *wa
 	go func() { <-attackCtx.Done(); atk.Stop() }()
 	// CPU of every process of the stack from the first request to the last
 	// unit sold: what selling costs, per accepted order.
-	cpuStart := sampleCPU()
+	cpuRoot := stackRoot()
+	cpuStart := sampleCPU(cpuRoot)
 	for r := range atk.Attack(targeter, pacer, o.Duration, "flashsale") {
 		if r.Method == "" { // the targeter ran dry; no request was sent
 			continue
@@ -300,7 +301,7 @@ func attack(ctx context.Context, o Options, pool *pgxpool.Pool, s sale, room *wa
 		if k == outcome.Accepted {
 			if sold.Add(1) == int64(o.Stock) {
 				close(soldOut)
-				res.cpuSold = sampleCPU().since(cpuStart)
+				res.cpuSold = sampleCPU(cpuRoot).since(cpuStart)
 			}
 			if i, err := crowd.ShopperOf(r.URL); err == nil {
 				res.accepted[id] = s.crowd.Users[i]
