@@ -108,6 +108,13 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 		// Longer than the worst batch retry we expect before someone acts;
 		// past it the group moves our partitions and redelivery is harmless.
 		"max.poll.interval.ms":   300000,
+		// The broker holds a fetch until it has about a batch's worth of
+		// events or the batch wait has passed. librdkafka's default
+		// (answer as soon as one byte is there) makes a fetch per handful
+		// of orders while a sale streams in, and each costs the broker
+		// and this service CPU the sale's purchases compete for.
+		"fetch.min.bytes":        fetchMinBytes(cfg.BatchSize),
+		"fetch.wait.max.ms":      max(1, int(cfg.BatchWait/time.Millisecond)),
 		"go.logs.channel.enable": true,
 	})
 	if err != nil {
@@ -126,6 +133,16 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 		return nil, fmt.Errorf("create dead-letter producer: %w", err)
 	}
 	return &Consumer{cfg: cfg, store: st, stock: stk, relay: rl, log: log, metrics: m, consumer: kc, producer: kp}, nil
+}
+
+// eventBytes is about what one OrderPlaced takes in a fetch response: its
+// JSON (~170 bytes) and the record's framing in a batch.
+const eventBytes = 180
+
+// fetchMinBytes is the fetch size to wait for: a full batch of events,
+// bounded to stay below librdkafka's per-partition fetch size (1 MiB).
+func fetchMinBytes(batchSize int) int {
+	return min(batchSize*eventBytes, 512<<10)
 }
 
 // clientID names this member in the broker's logs and the group's member
