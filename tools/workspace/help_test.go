@@ -24,6 +24,7 @@ var commandLines = map[string][][]string{
 	"flashsale/deploy/kafka":            {{"-h"}, {"--help"}, {"probe", "-h"}, {"topics", "--help"}},
 	"flashsale/benchmarks/cmd/baseline": {{"-h"}, {"--help"}},
 	"flashsale/benchmarks/cmd/bench":    {{"-h"}, {"--help"}},
+	"flashsale/benchmarks/cmd/demoruns": {{"-h"}, {"--help"}},
 }
 
 // mainPackages lists the workspace's commands: import path -> directory.
