@@ -151,11 +151,10 @@ ensure_packages() {
 	# a JRE for Apache Kafka, Maven to fetch its jars (deploy/kafka.sh)
 	local kp
 	for kp in $(kafka_packages); do missing+=("$kp"); done
-	# chromium + chromedriver: the browser tests of the sale page and
-	# dashboard. Optional without root: those tests then skip and say why.
+	# chromium: the browser tests of the sale page and dashboard (chromedp,
+	# no driver). Optional without root: those tests then skip and say why.
 	local optional=()
 	[[ -x /usr/bin/chromium ]] || optional+=(chromium)
-	command -v chromedriver >/dev/null 2>&1 || optional+=(chromium-driver)
 	if ! is_root && ((${#optional[@]} > 0)); then
 		note "browser tests will skip; to run them: sudo apt-get install -y --no-install-recommends ${optional[*]}"
 	elif ((${#optional[@]} > 0)); then

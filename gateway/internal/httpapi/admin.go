@@ -34,12 +34,12 @@ func (a *API) getLimits(ctx *fasthttp.RequestCtx) {
 func (a *API) putLimits(ctx *fasthttp.RequestCtx) {
 	var v adminapi.Limits
 	if err := decodeObject(ctx.PostBody(), &v); err != nil {
-		errBadRequest.write(ctx)
+		errBadRequest.Write(ctx)
 		return
 	}
 	for _, r := range []*adminapi.Rule{v.Purchase.User, v.Purchase.IP, v.Queue.User, v.Queue.IP} {
 		if r != nil && (r.Rate < 0 || (r.Rate > 0 && r.Burst < 1)) {
-			errBadRequest.write(ctx)
+			errBadRequest.Write(ctx)
 			return
 		}
 	}
@@ -59,14 +59,14 @@ func (a *API) putLimits(ctx *fasthttp.RequestCtx) {
 func (a *API) getQueue(ctx *fasthttp.RequestCtx) {
 	s, ok := a.queueSale(ctx)
 	if !ok {
-		errNotFound.write(ctx)
+		errNotFound.Write(ctx)
 		return
 	}
 	c, cancel := context.WithTimeout(a.BaseCtx, a.RedisTimeout)
 	defer cancel()
 	rate, set, err := a.Queue.Rate(c, s.ID)
 	if err != nil {
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	if !set {
@@ -74,12 +74,12 @@ func (a *API) getQueue(ctx *fasthttp.RequestCtx) {
 	}
 	admitted, _, err := a.Queue.Advance(c, s.ID, s.StartsAt, rate, s.StateAt(a.Now()) == "SOLD_OUT")
 	if err != nil {
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	l, err := a.Queue.Size(c, s.ID)
 	if err != nil {
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, adminapi.QueueState{SaleID: s.ID, AdmittedUpTo: admitted, AdmissionRate: rate,
@@ -91,18 +91,18 @@ func (a *API) getQueue(ctx *fasthttp.RequestCtx) {
 func (a *API) putAdmissionRate(ctx *fasthttp.RequestCtx) {
 	s, ok := a.queueSale(ctx)
 	if !ok {
-		errNotFound.write(ctx)
+		errNotFound.Write(ctx)
 		return
 	}
 	var v adminapi.AdmissionRateChange
 	if err := decodeObject(ctx.PostBody(), &v); err != nil || v.Rate == nil || *v.Rate < 0 {
-		errBadRequest.write(ctx)
+		errBadRequest.Write(ctx)
 		return
 	}
 	c, cancel := context.WithTimeout(a.BaseCtx, a.RedisTimeout)
 	defer cancel()
 	if err := a.Queue.SetRate(c, s.ID, *v.Rate); err != nil {
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	a.SetAdmissionRate(s.ID, *v.Rate)
@@ -126,14 +126,14 @@ func (a *API) getBypass(ctx *fasthttp.RequestCtx) {
 func (a *API) putBypass(ctx *fasthttp.RequestCtx) {
 	var v adminapi.BypassChange
 	if err := decodeObject(ctx.PostBody(), &v); err != nil || a.Bypass == nil || slices.Contains(v.Add, "") || slices.Contains(v.Remove, "") {
-		errBadRequest.write(ctx)
+		errBadRequest.Write(ctx)
 		return
 	}
 	c, cancel := context.WithTimeout(a.BaseCtx, a.RedisTimeout)
 	defer cancel()
 	users, err := a.Bypass.Change(c, v.Add, v.Remove)
 	if err != nil {
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	a.SetBypass(users)
