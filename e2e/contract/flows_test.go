@@ -257,7 +257,7 @@ func (c *contract) gatewayAdmin(sl sale) {
 	ga(http.StatusOK, http.MethodPut, "/admin/limits", []byte(`{"purchase":{"user":{"rate":100,"burst":100}}}`))
 	ga(http.StatusBadRequest, http.MethodPut, "/admin/limits", []byte(`{"purchase":{"user":{"rate":1,"burst":0}}}`))
 	ga(http.StatusBadRequest, http.MethodPut, "/admin/limits", []byte(`not json`))
-	ga(http.StatusBadRequest, http.MethodPut, "/admin/limits", []byte(`null`))                               // changed nothing, once answered 200
+	ga(http.StatusBadRequest, http.MethodPut, "/admin/limits", []byte(`null`))                              // changed nothing, once answered 200
 	ga(http.StatusBadRequest, http.MethodPut, "/admin/limits", []byte(`{"purchase":{"user":{"burst":5}}}`)) // no rate: once read as 0, limit off
 	ga(http.StatusOK, http.MethodGet, "/admin/queue/bypass", nil)
 	ga(http.StatusOK, http.MethodPut, "/admin/queue/bypass", []byte(`{"add":["u-vip"],"remove":["u-gone"]}`))
