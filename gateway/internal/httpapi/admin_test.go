@@ -13,5 +13,5 @@ import (
 func TestEveryAdminRouteNeedsTheCredential(t *testing.T) {
 	a := &API{AdminToken: []byte("admin-token-0123456789"), Log: slog.New(slog.DiscardHandler), Metrics: &Metrics{}}
 	r := a.adminRouter()
-	admincheck.Routes(t, r.List(), r.Handler, "GET /metrics", "GET /healthz", "GET /readyz")
+	admincheck.Routes(t, r.List(), r.Handler, "GET /metrics", "GET /healthz", "GET /readyz", "GET /openapi.yaml")
 }

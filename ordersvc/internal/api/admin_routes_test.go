@@ -14,5 +14,5 @@ import (
 func TestEveryAdminRouteNeedsTheCredential(t *testing.T) {
 	a := NewAdmin(nil, []byte("admin-token-0123456789"), NewHealth(nil, nil, nil), &PaymentWebhook{}, slog.New(slog.DiscardHandler))
 	r := a.router(context.Background())
-	admincheck.Routes(t, r.List(), r.Handler, "GET /metrics", "GET /healthz", "GET /readyz", "POST /webhooks/payment")
+	admincheck.Routes(t, r.List(), r.Handler, "GET /metrics", "GET /healthz", "GET /readyz", "GET /openapi.yaml", "POST /webhooks/payment")
 }
