@@ -82,7 +82,7 @@ func (a *Admin) Handler(base context.Context) fasthttp.RequestHandler {
 	a.health.register(base, r)
 	r.NotFound = notFound
 	r.MethodNotAllowed = methodNotAllowed
-	return Recover(a.log, r.Handler)
+	return Recover(a.log, a.health.metrics.Panics, r.Handler)
 }
 
 // auth is the admin credential check every admin listener shares

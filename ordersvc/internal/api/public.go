@@ -57,7 +57,7 @@ func (p *Public) Handler(base context.Context) fasthttp.RequestHandler {
 	r.NotFound = notFound
 	r.MethodNotAllowed = methodNotAllowed
 	routed := r.Handler
-	return Recover(p.log, func(ctx *fasthttp.RequestCtx) {
+	return Recover(p.log, p.health.metrics.Panics, func(ctx *fasthttp.RequestCtx) {
 		if id, ok := bytes.CutPrefix(ctx.Path(), []byte(ordersPrefix)); ok && ctx.IsGet() && bytes.IndexByte(id, '/') < 0 {
 			p.getOrder(base, ctx, id)
 			return

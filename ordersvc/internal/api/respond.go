@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 )
 
@@ -78,11 +79,12 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	writeRaw(ctx, status, b)
 }
 
-// Recover turns a panic into a logged 500 JSON answer.
-func Recover(log *slog.Logger, next fasthttp.RequestHandler) fasthttp.RequestHandler {
+// Recover turns a panic into a logged 500 JSON answer, counted in panics.
+func Recover(log *slog.Logger, panics prometheus.Counter, next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		defer func() {
 			if r := recover(); r != nil {
+				panics.Inc()
 				log.Error("handler panic", "panic", r, "path", string(ctx.Path()), "stack", string(debug.Stack()))
 				ctx.ResetBody()
 				writeRaw(ctx, fasthttp.StatusInternalServerError, bodyInternal)

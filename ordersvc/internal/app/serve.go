@@ -46,7 +46,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	defer rc.Close()
 
-	st, m := store.New(pool), &metrics.Counters{}
+	st, m := store.New(pool), metrics.New()
 	stk := stockStore(rc, st)
 	rl := relay.New(st, stk, log.With("component", "relay"), m)
 	cons, err := consumer.New(consumer.Config{
