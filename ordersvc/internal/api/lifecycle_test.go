@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/valyala/fasthttp"
-	"strconv"
 
 	"flashsale/ordersvc/internal/api"
 	"flashsale/ordersvc/internal/metrics"
