@@ -21,12 +21,14 @@ import (
 
 	"flashsale/gateway/internal/catalog"
 	"flashsale/gateway/internal/config"
+	"flashsale/gateway/internal/httpapi"
 	"flashsale/gateway/internal/ratelimit"
 	"flashsale/pkg/auth"
 	pkgconfig "flashsale/pkg/config"
 	"flashsale/pkg/event"
 	"flashsale/pkg/schema"
 	"flashsale/pkg/stock"
+	"flashsale/tools/metricdoc"
 	"flashsale/tools/scrape"
 	"flashsale/tools/testenv"
 )
@@ -537,5 +539,28 @@ func TestReloadAppliesLimits(t *testing.T) {
 		if got, ok := fams.Value(want.name, want.labels...); !ok || got != want.value {
 			t.Errorf("%s%v = %v (present %v), want %v", want.name, want.labels, got, ok, want.value)
 		}
+	}
+}
+
+// README.md's metrics table lists every metric of the gateway, and only
+// those: a running gateway with an open sale and a queue view shows every
+// family it has.
+func TestREADMEListsEveryMetric(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{3}, startsIn: -time.Minute})
+	h.gw.api.SetQueueGauge(h.saleID, 0, 10)
+	fams, err := h.gw.api.Gatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exist := map[string]bool{}
+	for _, f := range fams {
+		exist[f.GetName()] = true
+	}
+	doc, err := metricdoc.Documented(metricdoc.README())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := metricdoc.Diff(doc, exist, httpapi.Namespace+"_"); d != "" {
+		t.Error(d)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"flashsale/ordersvc/internal/metrics"
+	"flashsale/tools/metricdoc"
 )
 
 // The counters and the reconcile verdict come out of the registry under
@@ -143,4 +144,29 @@ func labelValues(t *testing.T, c *metrics.Counters, family, label string) map[st
 		}
 	}
 	return out
+}
+
+// README.md's metrics table lists every metric of the service, and only
+// those: each family is made to show (a verdict, a lag reading, a
+// rejection) before the registry is gathered.
+func TestREADMEListsEveryMetric(t *testing.T) {
+	c := metrics.New()
+	c.ObserveReconcile(1, metrics.Reconciliation{At: time.Unix(1, 0)})
+	c.ObserveConsumerLag(true, 1, map[int32]int64{0: 1}, time.Unix(1, 0))
+	c.Reject("SOLD_OUT_IN_DB", 1)
+	fams, err := c.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exist := map[string]bool{}
+	for _, f := range fams {
+		exist[f.GetName()] = true
+	}
+	doc, err := metricdoc.Documented(metricdoc.README())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := metricdoc.Diff(doc, exist, metrics.Namespace+"_"); d != "" {
+		t.Error(d)
+	}
 }
