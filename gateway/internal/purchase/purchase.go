@@ -59,8 +59,8 @@ type Publisher interface {
 
 // Buyer runs purchases.
 type Buyer struct {
-	retries      chan release   // releases that failed, retried by RunRetries
-	unsettled    chan heldOrder // held orders settled again by RunSettles
+	retries   chan release   // releases that failed, retried by RunRetries
+	unsettled chan heldOrder // held orders settled again by RunSettles
 	// releasesBackingOff and settlesBackingOff count the releases and the
 	// held orders waiting out a backoff (off their queues meanwhile).
 	releasesBackingOff atomic.Int64
@@ -68,7 +68,7 @@ type Buyer struct {
 	// stranded counts reservations given up on (a queue full, the attempts
 	// spent): their units stay reserved until a reconcile repair or the
 	// order service's abandoned-reservation pass.
-	stranded atomic.Uint64
+	stranded     atomic.Uint64
 	stock        *stock.Store
 	redis        rueidis.Client
 	pub          Publisher
