@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Section is the README heading whose tables list the metrics.
@@ -55,6 +57,24 @@ func Documented(readme string) (map[string]bool, error) {
 		return nil, fmt.Errorf("%s: no metrics table under %q", readme, Section)
 	}
 	return names, nil
+}
+
+// Compare gathers g and compares the names under prefix with README.md's
+// table: "" when they agree, else what differs.
+func Compare(g prometheus.Gatherer, prefix string) (string, error) {
+	fams, err := g.Gather()
+	if err != nil {
+		return "", fmt.Errorf("gather metrics: %w", err)
+	}
+	exist := map[string]bool{}
+	for _, f := range fams {
+		exist[f.GetName()] = true
+	}
+	doc, err := Documented(README())
+	if err != nil {
+		return "", err
+	}
+	return Diff(doc, exist, prefix), nil
 }
 
 // Diff compares the names under prefix that are documented with those
