@@ -8,7 +8,8 @@
 # It listens on 127.0.0.1:$FLASHSALE_PROMETHEUS_PORT (deploy/stack.env),
 # keeps its data under .stack/prometheus/ and scrapes the admin listeners
 # demo.sh uses: gateways from 127.0.0.1:8081, order services from
-# 127.0.0.1:8091, two of each with FLASHSALE_CLUSTER=1 (+2 per instance).
+# 127.0.0.1:8091, +2 per instance: one of each, two with FLASHSALE_CLUSTER=1,
+# and DEMO_GATEWAYS gateways when it is set (as for demo.sh).
 # The binary is Debian's prometheus package, which deploy/stack.sh up
 # installs with the other servers.
 set -euo pipefail
@@ -39,12 +40,15 @@ running() {
 		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- prometheus
 }
 
-# targets FIRST_PORT: a file_sd list of the instances' admin addresses.
+INSTANCES=1
+case "$CLUSTER" in 1 | true | yes) INSTANCES=2 ;; esac
+GATEWAYS="${DEMO_GATEWAYS:-$INSTANCES}"
+
+# targets FIRST_PORT COUNT: a file_sd list of the instances' admin addresses.
 targets() {
-	local n=1 i sep=""
-	case "$CLUSTER" in 1 | true | yes) n=2 ;; esac
+	local i sep=""
 	printf '[{"targets": ['
-	for ((i = 0; i < n; i++)); do
+	for ((i = 0; i < $2; i++)); do
 		printf '%s"%s:%d"' "$sep" "$HOST" $(($1 + 2 * i))
 		sep=", "
 	done
@@ -52,6 +56,7 @@ targets() {
 }
 
 up() {
+	[[ "$GATEWAYS" =~ ^[1-4]$ ]] || die "DEMO_GATEWAYS=$GATEWAYS: want 1 to 4, as demo.sh"
 	command -v prometheus >/dev/null 2>&1 ||
 		die "not installed: deploy/stack.sh up installs it as root (or: sudo apt-get install -y --no-install-recommends prometheus)"
 	if running; then
@@ -64,8 +69,8 @@ up() {
 	# The configuration and rules are copied at each start: edit them in
 	# deploy/monitoring/, then restart (down, up).
 	cp "$ROOT/deploy/monitoring/prometheus.yml" "$ROOT/deploy/monitoring/rules.yml" "$DIR/"
-	targets 8081 >"$DIR/targets/gateway.json"
-	targets 8091 >"$DIR/targets/ordersvc.json"
+	targets 8081 "$GATEWAYS" >"$DIR/targets/gateway.json"
+	targets 8091 "$INSTANCES" >"$DIR/targets/ordersvc.json"
 	promtool check config "$DIR/prometheus.yml" >"$LOG" 2>&1 || {
 		cat "$LOG" >&2
 		die "configuration does not check"
