@@ -148,6 +148,9 @@ ensure_packages() {
 	[[ -n "$(pg_bin_dir)" ]] || missing+=(postgresql)
 	# curl: readiness checks of the services in demo.sh
 	command -v curl >/dev/null 2>&1 || missing+=(curl)
+	# prometheus: promtool checks and tests the alert rules (make test);
+	# make up MONITOR=1 runs the server (deploy/prometheus.sh)
+	command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 	# a JRE for Apache Kafka, Maven to fetch its jars (deploy/kafka.sh)
 	local kp
 	for kp in $(kafka_packages); do missing+=("$kp"); done

@@ -292,7 +292,7 @@ func TestKafkaTwoBrokersDown(t *testing.T) {
 	}
 	sl.setPhase(down)
 	time.Sleep(3 * time.Second)
-	failingFast, err := metric(ctx, s.GatewayAdminURL+"/metrics", "publish_failing_fast")
+	failingFast, err := metric(ctx, s.GatewayAdminURL+"/metrics", "flashsale_gateway_publish_failing_fast")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func TestPostgresStoppedMidSale(t *testing.T) {
 		break
 	}
 
-	retriesBefore, err := metric(ctx, s.AdminURL+"/metrics", "batch_retries_total")
+	retriesBefore, err := metric(ctx, s.AdminURL+"/metrics", "flashsale_ordersvc_batch_retries_total")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestPostgresStoppedMidSale(t *testing.T) {
 		t.Errorf("%d messages dead-lettered during a PostgreSQL outage, want none", len(dead))
 	}
 	sl.checkOnly("purchases during the outage", within(down), outcome.Accepted)
-	retries, err := metric(ctx, s.AdminURL+"/metrics", "batch_retries_total")
+	retries, err := metric(ctx, s.AdminURL+"/metrics", "flashsale_ordersvc_batch_retries_total")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/netip"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/fasthttp/router"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"flashsale/gateway/internal/admission"
@@ -27,6 +27,7 @@ import (
 	"flashsale/gateway/internal/queue"
 	"flashsale/pkg/auth"
 	"flashsale/pkg/stock"
+	"flashsale/pkg/telemetry"
 )
 
 // API holds what the handlers need.
@@ -52,8 +53,9 @@ type API struct {
 	Metrics *Metrics
 	// Ready reports whether dependencies answer; nil means always.
 	Ready func(context.Context) error
-	// Producer writes the Kafka producer's metrics on /metrics (nil: none).
-	Producer   interface{ WriteMetrics(io.Writer) }
+	// Gatherer is what /metrics serves: the registry holding Metrics, the
+	// state Collector, the producer's and the buyer's metrics.
+	Gatherer   prometheus.Gatherer
 	AdminToken []byte
 	// Bypass persists the bypass list for every gateway; nil disables the endpoint.
 	Bypass BypassStore
@@ -125,7 +127,7 @@ func (a *API) Admin() fasthttp.RequestHandler { return a.adminRouter().Handler }
 // adminRouter routes the admin listener (its test walks the routes).
 func (a *API) adminRouter() *router.Router {
 	r := router.New()
-	r.GET("/metrics", a.metrics)
+	r.GET("/metrics", telemetry.Handler(a.Gatherer))
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
 	r.GET("/admin/limits", a.admin(a.getLimits))
@@ -142,7 +144,7 @@ func (a *API) adminRouter() *router.Router {
 
 // CountPanic counts a handler panic on /metrics (the listeners' Recover,
 // pkg/httpserver, calls it).
-func (a *API) CountPanic() { a.Metrics.panics.Add(1) }
+func (a *API) CountPanic() { a.Metrics.panics.Inc() }
 
 // pathID parses a positive int64 path parameter.
 func pathID(ctx *fasthttp.RequestCtx, name string) (int64, bool) {
@@ -241,7 +243,7 @@ func (a *API) buy(ctx *fasthttp.RequestCtx, saleID, itemID int64, gate []byte, i
 	case err == nil:
 		a.Metrics.count(outAccepted)
 		if receipt.Replayed {
-			a.Metrics.replays.Add(1)
+			a.Metrics.replays.Inc()
 		}
 		ctx.Response.Header.SetContentTypeBytes(contentJSON)
 		ctx.SetStatusCode(fasthttp.StatusAccepted)
@@ -281,16 +283,6 @@ func (a *API) buy(ctx *fasthttp.RequestCtx, saleID, itemID int64, gate []byte, i
 func (a *API) refuse(ctx *fasthttp.RequestCtx, o outcome, e apiError) {
 	a.Metrics.count(o)
 	e.Write(ctx)
-}
-
-func (a *API) metrics(ctx *fasthttp.RequestCtx) {
-	ctx.SetContentType("text/plain; version=0.0.4")
-	_, _ = a.Metrics.WriteTo(ctx)
-	a.writeGauges(ctx)
-	if a.Producer != nil {
-		a.Producer.WriteMetrics(ctx)
-	}
-	writeProcess(ctx)
 }
 
 func (a *API) healthz(ctx *fasthttp.RequestCtx) {

@@ -46,7 +46,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	defer rc.Close()
 
-	st, m := store.New(pool), &metrics.Counters{}
+	st, m := store.New(pool), metrics.New()
 	stk := stockStore(rc, st)
 	rl := relay.New(st, stk, log.With("component", "relay"), m)
 	cons, err := consumer.New(consumer.Config{
@@ -85,7 +85,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	// Requests in flight at shutdown finish (their own timeouts bound them,
 	// well inside ShutdownTimeout) rather than fail on the cancelled root.
 	base := context.WithoutCancel(ctx)
-	countPanic := httpserver.OnPanic(func() { m.Panics.Add(1) })
+	countPanic := httpserver.OnPanic(m.Panics.Inc)
 	public := httpserver.New("ordersvc-public", api.NewPublic(st, rc, rl, verifier, health, log).Handler(base), cfg.PublicHTTP, log, countPanic)
 	sales := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithCatchUp(lr, cfg.CatchUpTimeout),
 		sale.WithLagTracker(tracker), sale.WithMetrics(m), sale.WithInFlightWindow(cfg.InFlightWindow),
