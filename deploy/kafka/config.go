@@ -19,7 +19,7 @@ type ProbeConfig struct {
 
 // TopicsConfig is what `topics` needs: the topics and the settings they must
 // have. The defaults are production's for the orders topic (see
-// deploy/README.md): deploy/stack.sh passes a replication factor of 1 and
+// deploy/README.md): deploy/stack/kafka.sh passes a replication factor of 1 and
 // min.insync.replicas of 1 for the one-node stack.
 type TopicsConfig struct {
 	Bootstrap         string

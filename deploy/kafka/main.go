@@ -1,5 +1,5 @@
 // Command kafka-admin prepares and checks the Apache Kafka brokers of the
-// local stack: deploy/stack.sh runs `probe` until a node (or the whole
+// local stack: deploy/stack/kafka-node.sh runs `probe` until a node (or the whole
 // cluster) answers, then `topics` to create the orders topic and its
 // dead-letter topic with the settings production uses. It speaks to the
 // brokers through confluent-kafka-go's AdminClient, the client the services

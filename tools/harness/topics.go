@@ -10,7 +10,7 @@ import (
 )
 
 // testPartitions is the partition count of a test's own topics: the
-// production count (deploy/kafka.sh), so a test sees the spread a sale
+// production count (deploy/stack.env), so a test sees the spread a sale
 // does.
 const testPartitions = 12
 
