@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"flashsale/tools/kafkatopic"
 	"fmt"
 	"io"
 	"os"
@@ -61,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return withAdmin(ctx, cfg.Bootstrap, cfg.Timeout, func(ctx context.Context, ac *kafka.AdminClient) error {
-			return ensureTopics(ctx, ac, cfg, stdout)
+			return kafkatopic.Ensure(ctx, ac, cfg.Spec, stdout)
 		})
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)

@@ -1,5 +1,5 @@
 // Package testenv gives integration tests the addresses of the local stack
-// (deploy/stack.sh) and fails a test, never skips it, when a server it needs
+// (deploy/stack.sh, ports from deploy/stack.env) and fails a test, never skips it, when a server it needs
 // does not answer. Run `make up` first; `make test` does.
 package testenv
 
@@ -176,6 +176,18 @@ func FlushAll(ctx context.Context, c rueidis.Client) error {
 // local stack.
 func KafkaBrokers() string {
 	return env("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:"+stackSetting("FLASHSALE_KAFKA_PORT"))
+}
+
+// KafkaPartitions is the partition count of the stack's topics and of the
+// topics its brokers create (FLASHSALE_KAFKA_PARTITIONS, deploy/stack.env):
+// tests give their own topics the same, so they see the spread a sale does.
+func KafkaPartitions() (int, error) {
+	v := stackSetting("FLASHSALE_KAFKA_PARTITIONS")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("FLASHSALE_KAFKA_PARTITIONS %q: want a positive number (deploy/stack.env)", v)
+	}
+	return n, nil
 }
 
 // KafkaClusterNodes is how many nodes deploy/stack.sh starts for the Kafka
