@@ -20,11 +20,16 @@ func key(orderID string) string { return "fs:accepted:" + orderID }
 
 // Record notes that orderID was accepted for userID.
 func Record(ctx context.Context, c rueidis.Client, orderID, userID string) error {
-	err := c.Do(ctx, c.B().Set().Key(key(orderID)).Value(userID).Ex(TTL).Build()).Error()
-	if err != nil {
+	if err := c.Do(ctx, RecordCommand(c, orderID, userID)).Error(); err != nil {
 		return fmt.Errorf("record accepted order %s: %w", orderID, err)
 	}
 	return nil
+}
+
+// RecordCommand is Record's command, for a caller that sends it in one
+// round trip with others (DoMulti).
+func RecordCommand(c rueidis.Client, orderID, userID string) rueidis.Completed {
+	return c.B().Set().Key(key(orderID)).Value(userID).Ex(TTL).Build()
 }
 
 // Owner returns the user an accepted, not yet persisted order belongs to;

@@ -217,19 +217,30 @@ func (s *Store) reserveOn(ctx context.Context, l layout, k int, itemID int64, us
 // cannot admit another one. The set lives as long as a sale may; on a
 // sharded sale it is the one in userID's shard, where reserve checks it.
 func (s *Store) SpendToken(ctx context.Context, saleID int64, userID, tokenID string) error {
-	l, err := s.layout(saleID)
+	cmds, err := s.SpendTokenCommands(saleID, userID, tokenID)
 	if err != nil {
 		return err
 	}
-	key := tokensOf(l.tag(l.shardOf(userID)))
-	for _, r := range s.client.DoMulti(ctx,
-		s.client.B().Sadd().Key(key).Member(tokenID).Build(),
-		s.client.B().Expire().Key(key).Seconds(int64((7 * 24 * time.Hour).Seconds())).Build()) {
+	for _, r := range s.client.DoMulti(ctx, cmds...) {
 		if err := r.Error(); err != nil {
 			return fmt.Errorf("spend admission token %s: %w", tokenID, err)
 		}
 	}
 	return nil
+}
+
+// SpendTokenCommands are SpendToken's commands, for a caller that sends
+// them in one round trip with others (DoMulti).
+func (s *Store) SpendTokenCommands(saleID int64, userID, tokenID string) (rueidis.Commands, error) {
+	l, err := s.layout(saleID)
+	if err != nil {
+		return nil, err
+	}
+	key := tokensOf(l.tag(l.shardOf(userID)))
+	return rueidis.Commands{
+		s.client.B().Sadd().Key(key).Member(tokenID).Build(),
+		s.client.B().Expire().Key(key).Seconds(int64((7 * 24 * time.Hour).Seconds())).Build(),
+	}, nil
 }
 
 // Release gives back the unit that orderID holds. It reports whether a unit

@@ -180,21 +180,40 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		}
 		return Receipt{OrderID: orderID}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	// The order is accepted now, whatever follows. The record only lets
-	// polling say PROCESSING before the row exists; without it polling says
-	// 404 for that short while, so a failure here is logged, not returned.
-	rctx, cancel = context.WithTimeout(ctx, b.redisTimeout)
-	if err := accepted.Record(rctx, b.redis, oid, userID); err != nil {
-		b.log.Warn("accepted order not recorded for polling", "order", oid, "err", err)
-	}
+	// The order is accepted now, whatever follows.
+	b.recordAccepted(ctx, saleID, oid, userID, tokenID)
+	return Receipt{OrderID: orderID, Status: holding.Pending}, nil
+}
+
+// recordAccepted writes, in one Redis round trip, what follows the broker's
+// acknowledgement: the accepted record, which lets polling say PROCESSING
+// before the order's row exists (without it polling says 404 for that
+// short while), and for a queued sale the admission token's spend (until
+// it lands, the holder entry already stops a second purchase). Neither can
+// move into the reserve script's call: the order service takes a holder
+// with no row and no accepted record for a purchase that never reached the
+// broker (abandoned, its unit given back after FLASHSALE_INFLIGHT_WINDOW),
+// so the record must not exist before the acknowledgement. A failure is
+// logged, not returned: the order is accepted whatever follows.
+func (b *Buyer) recordAccepted(ctx context.Context, saleID int64, orderID, userID, tokenID string) {
+	cmds := make(rueidis.Commands, 1, 3)
+	cmds[0] = accepted.RecordCommand(b.redis, orderID, userID)
 	if tokenID != "" {
-		// Until this lands, the holder entry already stops a second purchase.
-		if err := b.stock.SpendToken(rctx, saleID, userID, tokenID); err != nil {
+		spend, err := b.stock.SpendTokenCommands(saleID, userID, tokenID)
+		if err != nil {
 			b.log.Warn("admission token not marked spent", "sale", saleID, "err", err)
 		}
+		cmds = append(cmds, spend...)
 	}
-	cancel()
-	return Receipt{OrderID: orderID, Status: holding.Pending}, nil
+	rctx, cancel := context.WithTimeout(ctx, b.redisTimeout)
+	defer cancel()
+	for i, r := range b.redis.DoMulti(rctx, cmds...) {
+		if err := r.Error(); err != nil && i == 0 {
+			b.log.Warn("accepted order not recorded for polling", "order", orderID, "err", err)
+		} else if err != nil {
+			b.log.Warn("admission token not marked spent", "sale", saleID, "order", orderID, "err", err)
+		}
+	}
 }
 
 // replay answers a shopper whose reservation the script refused because

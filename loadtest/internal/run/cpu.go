@@ -38,9 +38,44 @@ type procTime struct {
 	cpu       time.Duration
 }
 
-// sampleCPU reads /proc once. On a system without /proc it returns an
-// empty sample.
-func sampleCPU() cpuSample {
+// stackRoot is the checkout whose stack the run measures: the nearest
+// directory above the working directory that holds deploy/stack.env, or ""
+// when there is none (a stack run some other way: every matching process
+// counts). Each server the local stack starts works inside the checkout
+// (PostgreSQL in .stack/postgres/data, Redis in .stack/redis, the JVMs and
+// the services in the checkout itself), so a second checkout's stack on the
+// same machine is told apart by its processes' working directories.
+func stackRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "deploy", "stack.env")); err == nil {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return ""
+		}
+		dir = up
+	}
+}
+
+// inside reports whether process pid works in root or below it ("" is
+// everywhere).
+func inside(root, pid string) bool {
+	if root == "" {
+		return true
+	}
+	cwd, err := os.Readlink(filepath.Join("/proc", pid, "cwd"))
+	return err == nil && (cwd == root || strings.HasPrefix(cwd, root+string(filepath.Separator)))
+}
+
+// sampleCPU reads /proc once: the processes of the stack working inside
+// root (see stackRoot). On a system without /proc it returns an empty
+// sample.
+func sampleCPU(root string) cpuSample {
 	out := cpuSample{}
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
@@ -56,6 +91,9 @@ func sampleCPU() cpuSample {
 		for _, c := range components {
 			if !c.match(exe, cmd) {
 				continue
+			}
+			if !inside(root, d.Name()) {
+				break
 			}
 			if t, ok := procCPU(d.Name()); ok {
 				out[pid] = procTime{component: c.name, cpu: t}

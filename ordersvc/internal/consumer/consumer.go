@@ -107,7 +107,14 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 		"topic.metadata.refresh.interval.ms": 2000,
 		// Longer than the worst batch retry we expect before someone acts;
 		// past it the group moves our partitions and redelivery is harmless.
-		"max.poll.interval.ms":   300000,
+		"max.poll.interval.ms": 300000,
+		// The broker holds a fetch until it has about a batch's worth of
+		// events or the batch wait has passed. librdkafka's default
+		// (answer as soon as one byte is there) makes a fetch per handful
+		// of orders while a sale streams in, and each costs the broker
+		// and this service CPU the sale's purchases compete for.
+		"fetch.min.bytes":        fetchMinBytes(cfg.BatchSize),
+		"fetch.wait.max.ms":      max(1, int(cfg.BatchWait/time.Millisecond)),
 		"go.logs.channel.enable": true,
 	})
 	if err != nil {
@@ -126,6 +133,16 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 		return nil, fmt.Errorf("create dead-letter producer: %w", err)
 	}
 	return &Consumer{cfg: cfg, store: st, stock: stk, relay: rl, log: log, metrics: m, consumer: kc, producer: kp}, nil
+}
+
+// eventBytes is about what one OrderPlaced takes in a fetch response: its
+// JSON (~170 bytes) and the record's framing in a batch.
+const eventBytes = 180
+
+// fetchMinBytes is the fetch size to wait for: a full batch of events,
+// bounded to stay below librdkafka's per-partition fetch size (1 MiB).
+func fetchMinBytes(batchSize int) int {
+	return min(batchSize*eventBytes, 512<<10)
 }
 
 // clientID names this member in the broker's logs and the group's member
@@ -170,15 +187,7 @@ func (c *Consumer) Assigned() bool { return c.joined.Load() }
 // cannot be joined, librdkafka reports a fatal error, or a batch could not
 // be finished during shutdown.
 func (c *Consumer) Run(ctx context.Context) error {
-	logsDone := make(chan struct{})
-	go func() { // ends when Close closes both log channels
-		defer close(logsDone)
-		forwardLogs(c.log, c.consumer.Logs(), c.producer.Logs())
-	}()
-	defer func() {
-		c.Close()
-		<-logsDone
-	}()
+	defer c.forwardLogs()()
 	// The in-flight batch outlives ctx by at most ShutdownTimeout, so a
 	// signal does not throw away a batch that is one commit away.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -186,74 +195,129 @@ func (c *Consumer) Run(ctx context.Context) error {
 	stopTimer := context.AfterFunc(ctx, func() { time.AfterFunc(c.cfg.ShutdownTimeout, cancelWork) })
 	defer stopTimer()
 
-	var pending []*kafka.Message
-	var deadline time.Time
-	var flushErr error
+	var b polled
 	flush := func() error {
-		if len(pending) == 0 {
-			return nil
+		if msgs := b.take(); len(msgs) > 0 {
+			return c.process(work, msgs)
 		}
-		batch := pending
-		pending = nil
-		return c.process(work, batch)
+		return nil
 	}
-	// Called from inside Poll. Before librdkafka takes partitions away the
-	// batch read from them is finished and its offsets stored, which
-	// librdkafka commits as it lets them go, so the next owner does not
-	// redo it (it would be harmless, only slower).
-	rebalance := func(_ *kafka.Consumer, ev kafka.Event) error {
+	var revokeErr error
+	if err := c.consumer.SubscribeTopics([]string{c.cfg.Topic}, c.onRebalance(flush, &revokeErr)); err != nil {
+		return fmt.Errorf("subscribe to %s: %w", c.cfg.Topic, err)
+	}
+	c.log.Info("consumer started", "topic", c.cfg.Topic, "group", c.cfg.Group)
+	for ctx.Err() == nil && revokeErr == nil {
+		if err := c.pollInto(&b); err != nil {
+			return err
+		}
+		if b.due(c.cfg.BatchSize) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if revokeErr != nil {
+		return revokeErr
+	}
+	return flush()
+}
+
+// forwardLogs forwards librdkafka's logs to the service log until Close
+// closes both clients' log channels. Call the function it returns (after
+// Close, which it calls) to wait for the last line.
+func (c *Consumer) forwardLogs() (closeAndWait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		forwardLogs(c.log, c.consumer.Logs(), c.producer.Logs())
+	}()
+	return func() {
+		c.Close()
+		<-done
+	}
+}
+
+// onRebalance is the callback Poll calls when the group moves partitions.
+// Before librdkafka takes partitions away the batch read from them is
+// finished and its offsets stored, which librdkafka commits as it lets
+// them go, so the next owner does not redo it (it would be harmless, only
+// slower). A flush that fails there is left in *failed for Run.
+func (c *Consumer) onRebalance(flush func() error, failed *error) kafka.RebalanceCb {
+	return func(_ *kafka.Consumer, ev kafka.Event) error {
 		switch e := ev.(type) {
 		case kafka.AssignedPartitions:
 			c.joined.Store(true)
 			c.log.Info("partitions assigned", "count", len(e.Partitions))
 		case kafka.RevokedPartitions:
 			if err := flush(); err != nil {
-				flushErr = err
+				*failed = err
 			}
 			c.log.Info("partitions revoked", "count", len(e.Partitions), "lost", c.consumer.AssignmentLost())
 		}
 		return nil
 	}
-	if err := c.consumer.SubscribeTopics([]string{c.cfg.Topic}, rebalance); err != nil {
-		return fmt.Errorf("subscribe to %s: %w", c.cfg.Topic, err)
-	}
-	c.log.Info("consumer started", "topic", c.cfg.Topic, "group", c.cfg.Group)
+}
 
-	for ctx.Err() == nil && flushErr == nil {
-		wait := 100 * time.Millisecond
-		if len(pending) > 0 {
-			wait = max(time.Until(deadline), 0)
+// pollInto polls once, for at most what is left of b's wait, and adds a
+// message to b. Only a fatal client error is returned.
+func (c *Consumer) pollInto(b *polled) error {
+	ev := c.consumer.Poll(int(b.pollWait().Milliseconds()))
+	c.lastPoll.Store(time.Now().UnixNano())
+	switch e := ev.(type) {
+	case *kafka.Message:
+		if e.TopicPartition.Error != nil {
+			c.log.Warn("consume error", "err", e.TopicPartition.Error)
+			return nil
 		}
-		ev := c.consumer.Poll(int(wait.Milliseconds()))
-		c.lastPoll.Store(time.Now().UnixNano())
-		switch e := ev.(type) {
-		case *kafka.Message:
-			if e.TopicPartition.Error != nil {
-				c.log.Warn("consume error", "err", e.TopicPartition.Error)
-				break
-			}
-			if len(pending) == 0 {
-				deadline = time.Now().Add(c.cfg.BatchWait)
-			}
-			pending = append(pending, e)
-		case kafka.Error:
-			if e.IsFatal() {
-				return fmt.Errorf("kafka consumer: %w", e)
-			}
-			// Transport errors are retried by librdkafka; they are worth a
-			// look only if they persist, which /readyz shows.
-			c.log.Debug("kafka consumer error", "err", e, "code", e.Code())
+		b.add(e, c.cfg.BatchWait)
+	case kafka.Error:
+		if e.IsFatal() {
+			return fmt.Errorf("kafka consumer: %w", e)
 		}
-		if len(pending) >= c.cfg.BatchSize || (len(pending) > 0 && !time.Now().Before(deadline)) {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
+		// Transport errors are retried by librdkafka; they are worth a
+		// look only if they persist, which /readyz shows.
+		c.log.Debug("kafka consumer error", "err", e, "code", e.Code())
 	}
-	if flushErr != nil {
-		return flushErr
+	return nil
+}
+
+// idlePoll is how long a poll waits when no batch is open.
+const idlePoll = 100 * time.Millisecond
+
+// polled collects polled messages until it holds BatchSize of them or its
+// first one has waited BatchWait.
+type polled struct {
+	msgs     []*kafka.Message
+	deadline time.Time
+}
+
+func (b *polled) add(m *kafka.Message, wait time.Duration) {
+	if len(b.msgs) == 0 {
+		b.deadline = time.Now().Add(wait)
 	}
-	return flush()
+	b.msgs = append(b.msgs, m)
+}
+
+// pollWait is how long the next poll may wait: what is left of an open
+// batch's wait, or idlePoll.
+func (b *polled) pollWait() time.Duration {
+	if len(b.msgs) == 0 {
+		return idlePoll
+	}
+	return max(time.Until(b.deadline), 0)
+}
+
+// due reports whether the batch is full or has waited long enough.
+func (b *polled) due(size int) bool {
+	return len(b.msgs) >= size || (len(b.msgs) > 0 && !time.Now().Before(b.deadline))
+}
+
+// take empties the batch and returns what it held.
+func (b *polled) take() []*kafka.Message {
+	msgs := b.msgs
+	b.msgs = nil
+	return msgs
 }
 
 // Close flushes the dead-letter producer and closes both clients, leaving
