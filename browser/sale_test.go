@@ -1,7 +1,6 @@
 package browser
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -21,31 +20,27 @@ import (
 	"flashsale/tools/testenv"
 )
 
-// openBrowser starts chromedriver and one session, or skips the test when
-// Chromium is not installed (the only skip in the suite: the issue allows
-// it where the package cannot be installed).
-func openBrowser(t *testing.T) *Session {
+// openBrowser starts Chromium with one tab, or skips the test when it is
+// not installed (the only skip in the suite: the issue allows it where the
+// package cannot be installed). The test fails if any page it opened
+// raised a JavaScript exception or logged a console error.
+func openBrowser(t *testing.T) *Browser {
 	t.Helper()
-	chromium, chromedriver, err := Find(os.Getenv)
+	chromium, err := Find(os.Getenv)
 	if errors.Is(err, ErrNoBrowser) {
 		t.Skipf("browser tests skipped: %v", err)
 	}
-	ctx := testenv.Context(t)
-	logf, err := os.Create(filepath.Join(t.TempDir(), "chromedriver.log"))
+	b, err := Open(testenv.Context(t), chromium, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := StartDriver(ctx, chromedriver, logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Stop)
-	s, err := d.NewSession(ctx, chromium, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
-	return s
+	t.Cleanup(func() {
+		for _, e := range b.Errors() {
+			t.Errorf("page error: %s", e)
+		}
+		b.Close()
+	})
+	return b
 }
 
 // queuedSale creates a one-unit sale opening in `in`, with the waiting room
@@ -116,7 +111,7 @@ func shopperToken(t *testing.T, user string) string {
 
 // screenshot saves the window under the test's artifact directory (kept
 // with go test -artifacts; README's docs/*.png come from there).
-func screenshot(t *testing.T, s *Session, name string) {
+func screenshot(t *testing.T, s *Browser, name string) {
 	t.Helper()
 	png, err := s.Screenshot(testenv.Context(t))
 	if err != nil {

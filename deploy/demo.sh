@@ -2,7 +2,8 @@
 # demo.sh: run one flash sale end to end on the local stack and print the
 # report. `make demo` calls it after `make up` and `make build`.
 #   DEMO_USERS (default 500000) shoppers, DEMO_STOCK (default 10000) units,
-#   DEMO_ITEMS (default 1), DEMO_ARGS extra loadtest flags, DEMO_GATEWAYS
+#   DEMO_ITEMS (default 1), DEMO_ARGS extra loadtest flags, DEMO_OUT the
+#   report's directory (default loadtest/out), DEMO_GATEWAYS
 #   gateway processes sharing port 8080 through SO_REUSEPORT (default 1; 2
 #   with FLASHSALE_CLUSTER=1).
 set -euo pipefail
@@ -65,4 +66,4 @@ done
 echo "demo: flash sale of ${DEMO_STOCK:-10000} units to ${DEMO_USERS:-500000} shoppers ($shards stock shard(s) per item)"
 # shellcheck disable=SC2086
 "$bin/loadtest" -users "${DEMO_USERS:-500000}" -stock "${DEMO_STOCK:-10000}" -items "${DEMO_ITEMS:-1}" \
-	-shards "$shards" -out "$root/loadtest/out" ${DEMO_ARGS:-}
+	-shards "$shards" -out "${DEMO_OUT:-$root/loadtest/out}" ${DEMO_ARGS:-}

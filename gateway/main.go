@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,11 +17,12 @@ import (
 	"flashsale/gateway/internal/app"
 	"flashsale/gateway/internal/config"
 	pkgconfig "flashsale/pkg/config"
+	"flashsale/pkg/logging"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], pkgconfig.Environ(os.Environ()), os.Stdout)
+	err := run(ctx, os.Args[1:], pkgconfig.Environ(os.Environ()), os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
@@ -48,8 +48,9 @@ stay) and FLASHSALE_QUEUE_BYPASS; other settings need a restart.
 `
 
 // run starts the gateway with env (a snapshot of the environment) until ctx
-// ends. -h prints the usage, needing no configuration.
-func run(ctx context.Context, args []string, env pkgconfig.Env, stdout io.Writer) error {
+// ends, logging to stderr. -h prints the usage on stdout, needing no
+// configuration.
+func run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage) }
@@ -66,11 +67,7 @@ func run(ctx context.Context, args []string, env pkgconfig.Env, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return fmt.Errorf("FLASHSALE_LOG_LEVEL: %w", err)
-	}
-	log := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: level}))
+	log := logging.New(stderr, cfg.Log, "gateway")
 	g, err := app.New(ctx, cfg, log)
 	if err != nil {
 		return err

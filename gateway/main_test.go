@@ -34,7 +34,7 @@ func TestRunCommandLine(t *testing.T) {
 			if env == nil {
 				env = pkgconfig.Vars{}
 			}
-			err := run(context.Background(), tt.args, env, &out)
+			err := run(context.Background(), tt.args, env, &out, &out)
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatalf("got %v, want success", err)

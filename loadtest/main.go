@@ -87,11 +87,22 @@ func runMain(ctx context.Context, args []string, env config.Env, stdout, stderr 
 	if jwtKey != "" {
 		o.JWTKey = []byte(jwtKey)
 	}
+	sayDatabase(stderr, o.PostgresDSN)
 	_, err := run.Run(ctx, o, stdout, stderr)
 	if errors.Is(err, run.ErrAuditFailed) {
 		return fmt.Errorf("the audit found broken invariants (see the report above)")
 	}
 	return err
+}
+
+// sayDatabase tells the operator which database the audit reads (and the
+// sale is created in): without configuration it is the development one.
+func sayDatabase(stderr io.Writer, dsn string) {
+	from := "FLASHSALE_PG_DSN or -pg"
+	if dsn == run.Defaults().PostgresDSN {
+		from = "the development default: FLASHSALE_PG_DSN and -pg not set"
+	}
+	fmt.Fprintf(stderr, "loadtest: using database %s (%s)\n", config.RedactedDSN(dsn), from)
 }
 
 const usage = `usage: loadtest [flags]

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"flashsale/loadtest/internal/run"
 	"flashsale/pkg/config"
 )
 
@@ -51,6 +52,28 @@ func TestRunMain(t *testing.T) {
 				if strings.Contains(out.String(), secret) || (err != nil && strings.Contains(err.Error(), secret)) {
 					t.Errorf("secret %q printed", secret)
 				}
+			}
+		})
+	}
+}
+
+// The run says which database it audits, password hidden, and whether it
+// is the development default that nothing configured.
+func TestSayDatabase(t *testing.T) {
+	tests := []struct {
+		name, dsn string
+		want      string
+	}{
+		{"default", run.Defaults().PostgresDSN, "loadtest: using database postgres://flashsale@127.0.0.1:15432/flashsale (the development default: FLASHSALE_PG_DSN and -pg not set)\n"},
+		{"configured", "postgres://app:hunter2@db.example:5432/shop?sslmode=require&password=x",
+			"loadtest: using database postgres://app:xxxxx@db.example:5432/shop (FLASHSALE_PG_DSN or -pg)\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			sayDatabase(&b, tt.dsn)
+			if b.String() != tt.want {
+				t.Errorf("got %q, want %q", b.String(), tt.want)
 			}
 		})
 	}

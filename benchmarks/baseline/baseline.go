@@ -139,8 +139,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	r := router.New()
 	r.POST(PurchaseRoute, s.purchase(buy))
-	r.NotFound = errNotFound.write
-	r.MethodNotAllowed = errMethod.write
+	r.NotFound = errNotFound.Write
+	r.MethodNotAllowed = errMethod.Write
 	r.HandleMethodNotAllowed = true
 	s.handler = r.Handler
 	return s, nil

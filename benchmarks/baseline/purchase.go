@@ -3,7 +3,6 @@ package baseline
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"time"
@@ -14,23 +13,16 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"flashsale/pkg/auth"
+	"flashsale/pkg/httperr"
 	"flashsale/tools/naive"
 )
 
-// apiError mirrors the gateway's refusals byte for byte, so the classifier
-// treats every target alike.
-type apiError struct {
-	status     int
-	body       []byte
-	retryAfter string
-}
+// apiError is the gateway's refusal type (pkg/httperr), so the bodies
+// match byte for byte and the classifier treats every target alike.
+type apiError = httperr.Error
 
 func newAPIError(status int, code, message, retryAfter string) apiError {
-	b, _ := json.Marshal(struct {
-		Error   string `json:"error"`
-		Message string `json:"message"`
-	}{code, message})
-	return apiError{status: status, body: b, retryAfter: retryAfter}
+	return httperr.New(status, code, message).WithRetryAfter(retryAfter)
 }
 
 var (
@@ -44,17 +36,8 @@ var (
 
 var contentJSON = []byte("application/json")
 
-func (e apiError) write(ctx *fasthttp.RequestCtx) {
-	ctx.Response.Header.SetContentTypeBytes(contentJSON)
-	ctx.SetStatusCode(e.status)
-	if e.retryAfter != "" {
-		ctx.Response.Header.Set(fasthttp.HeaderRetryAfter, e.retryAfter)
-	}
-	ctx.SetBody(e.body)
-}
-
 // bare is the HTTP ceiling: the gateway's sold-out answer, nothing else.
-func bare(ctx *fasthttp.RequestCtx) { errSoldOut.write(ctx) }
+func bare(ctx *fasthttp.RequestCtx) { errSoldOut.Write(ctx) }
 
 // answer of one purchase attempt.
 type answer struct {
@@ -73,24 +56,24 @@ func (s *Server) purchase(buy func(ctx context.Context, saleID, itemID int64, us
 		saleID, ok1 := pathID(ctx, "saleId")
 		itemID, ok2 := pathID(ctx, "itemId")
 		if !ok1 || !ok2 {
-			errNotFound.write(ctx)
+			errNotFound.Write(ctx)
 			return
 		}
 		h := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
 		if !bytes.HasPrefix(h, bearerPrefix) || len(h) > auth.MaxTokenLen+len(bearerPrefix) {
-			errUnauthorized.write(ctx)
+			errUnauthorized.Write(ctx)
 			return
 		}
 		user, err := s.verifier.UserID(string(h[len(bearerPrefix):]))
 		if err != nil {
-			errUnauthorized.write(ctx)
+			errUnauthorized.Write(ctx)
 			return
 		}
 		rctx, cancel := context.WithTimeout(s.base, s.cfg.RequestTimeout)
 		a := buy(rctx, saleID, itemID, user)
 		cancel()
 		if a.refusal != nil {
-			a.refusal.write(ctx)
+			a.refusal.Write(ctx)
 			return
 		}
 		ctx.Response.Header.SetContentTypeBytes(contentJSON)

@@ -64,9 +64,9 @@ missing_packages() {
 # optional_packages: packages whose tests skip, saying why, without them
 # (installed as root, named otherwise).
 optional_packages() {
-	# chromium + chromedriver: the browser tests of the sale page and dashboard
+	# chromium: the browser tests of the sale page and dashboard (chromedp,
+	# no driver)
 	[[ -x /usr/bin/chromium ]] || echo chromium
-	command -v chromedriver >/dev/null 2>&1 || echo chromium-driver
 }
 
 # apt_install PACKAGE...: apt-get install as root, the log under the stack.

@@ -10,12 +10,15 @@ import (
 	"crypto/subtle"
 
 	"github.com/valyala/fasthttp"
+
+	"flashsale/pkg/httperr"
 )
 
 var (
 	bearerPrefix = []byte("Bearer ")
+	errRefused   = httperr.New(fasthttp.StatusUnauthorized, httperr.CodeUnauthorized, "admin credential required")
 	// Body is the answer to a request without the credential.
-	Body = []byte(`{"error":"UNAUTHORIZED","message":"admin credential required"}`)
+	Body = errRefused.Body()
 )
 
 // Check holds the SHA-256 digest of the admin token: digests of equal
@@ -47,9 +50,7 @@ func (c Check) OK(ctx *fasthttp.RequestCtx) bool {
 // Refuse answers 401 with a Bearer challenge and the JSON error body.
 func Refuse(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set(fasthttp.HeaderWWWAuthenticate, `Bearer realm="flashsale-admin"`)
-	ctx.Response.Header.SetContentType("application/json")
-	ctx.SetStatusCode(fasthttp.StatusUnauthorized)
-	ctx.SetBody(Body)
+	errRefused.Write(ctx)
 }
 
 // Wrap lets only requests with the credential reach next.

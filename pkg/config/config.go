@@ -9,11 +9,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"flashsale/pkg/secret"
 )
 
 // Env is the environment as a loader sees it. A variable set to "" is set:
@@ -261,9 +264,9 @@ func (s *Source) Bool(name string, def bool) bool {
 // secrets can come from mounted files instead of the environment. A secret
 // is never part of an error message. NAME set to "" (in the environment,
 // over a file that sets it) gives way to NAME_FILE if that is set.
-func (s *Source) Secret(name string) []byte {
+func (s *Source) Secret(name string) secret.Secret {
 	if v, ok := s.lookup(name); ok && v != "" {
-		return []byte(v)
+		return secret.Secret(v)
 	}
 	if path, ok := s.lookup(name + "_FILE"); ok && path != "" {
 		b, err := os.ReadFile(path)
@@ -271,7 +274,18 @@ func (s *Source) Secret(name string) []byte {
 			s.Fail(name+"_FILE", fmt.Errorf("read secret file %s: %w", path, err))
 			return nil
 		}
-		return bytes.TrimSpace(b)
+		return secret.Secret(bytes.TrimSpace(b))
 	}
 	return nil
+}
+
+// RedactedDSN is a database URL without its password and query (which may
+// carry one), for saying which database a tool uses.
+func RedactedDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparsable DSN)"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u.Redacted()
 }

@@ -1,7 +1,9 @@
 // Package redisconn builds every binary's Redis client from one setting,
 // FLASHSALE_REDIS_ADDR, so a single node and a Redis Cluster take the same
 // code path. The setting is one host:port or a comma-separated list of
-// them. rueidis decides the mode itself: it asks the first node that
+// them, or a URL (rueidis.ParseURL) for a server that wants a password or
+// TLS: redis://[user:password@]host:port[/db], rediss:// for TLS, and
+// ?addr=host2:port2&addr=... for more cluster seeds. rueidis decides the mode itself: it asks the first node that
 // answers for CLUSTER SLOTS and, when that node has cluster support
 // disabled and only one address was given, falls back to a single-node
 // client. A list therefore means a cluster (its seed nodes); any one live
@@ -12,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -59,28 +62,72 @@ func Addrs(list string) ([]string, error) {
 	return out, nil
 }
 
+// IsURL reports whether the setting is a URL rather than a host:port list.
+func IsURL(setting string) bool { return strings.Contains(setting, "://") }
+
+// Options returns base with the addresses, and for a URL the credentials,
+// TLS and database, of the setting. Its errors never contain the setting,
+// which may hold a password.
+func Options(setting string, base rueidis.ClientOption) (rueidis.ClientOption, error) {
+	if !IsURL(setting) {
+		addrs, err := Addrs(setting)
+		base.InitAddress = addrs
+		return base, err
+	}
+	u, err := url.Parse(strings.TrimSpace(setting))
+	if err != nil {
+		return base, errors.New("redis URL: malformed (want redis://[user:password@]host:port[/db] or rediss://...)")
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return base, fmt.Errorf("redis URL: scheme %q, want redis or rediss", u.Scheme)
+	}
+	if u.Port() == "" {
+		return base, errors.New("redis URL: want an explicit port")
+	}
+	opt, err := rueidis.ParseURL(u.String())
+	if err != nil {
+		return base, fmt.Errorf("redis URL: %w", err)
+	}
+	base.InitAddress = opt.InitAddress
+	base.Username, base.Password = opt.Username, opt.Password
+	base.TLSConfig = opt.TLSConfig
+	base.SelectDB = opt.SelectDB
+	base.ClientName = opt.ClientName
+	base.AlwaysRESP2 = base.AlwaysRESP2 || opt.AlwaysRESP2
+	if opt.Dialer.Timeout > 0 {
+		base.Dialer.Timeout = opt.Dialer.Timeout
+	}
+	if opt.ConnWriteTimeout > 0 {
+		base.ConnWriteTimeout = opt.ConnWriteTimeout
+	}
+	return base, nil
+}
+
 // Validate checks a setting without dialing, for config validation.
-func Validate(list string) error {
-	_, err := Addrs(list)
+func Validate(setting string) error {
+	_, err := Options(setting, rueidis.ClientOption{})
 	return err
 }
 
-// New dials Redis at list with base's tuning (timeouts, caching,
-// pipelining); InitAddress is taken from list, and a cluster client also
+// New dials Redis as the setting says (a host:port list or a URL) with
+// base's tuning (timeouts, caching, pipelining); a cluster client also
 // refreshes its slot map every TopologyRefresh unless base sets another
-// interval.
-func New(list string, base rueidis.ClientOption) (rueidis.Client, error) {
-	addrs, err := Addrs(list)
+// interval. A server that refuses the credentials is named as such.
+func New(setting string, base rueidis.ClientOption) (rueidis.Client, error) {
+	opt, err := Options(setting, base)
 	if err != nil {
 		return nil, err
 	}
-	base.InitAddress = addrs
-	if base.ClusterOption.ShardsRefreshInterval == 0 {
-		base.ClusterOption.ShardsRefreshInterval = TopologyRefresh
+	if opt.ClusterOption.ShardsRefreshInterval == 0 {
+		opt.ClusterOption.ShardsRefreshInterval = TopologyRefresh
 	}
-	c, err := rueidis.NewClient(base)
+	c, err := rueidis.NewClient(opt)
 	if err != nil {
-		return nil, fmt.Errorf("connect redis %s: %w", strings.Join(addrs, ","), err)
+		where := strings.Join(opt.InitAddress, ",")
+		if re, ok := rueidis.IsRedisErr(err); ok && (strings.HasPrefix(re.Error(), "WRONGPASS") || strings.HasPrefix(re.Error(), "NOAUTH")) {
+			return nil, fmt.Errorf("connect redis %s: the server refused the credentials (user and password of the redis:// URL in FLASHSALE_REDIS_ADDR): %w", where, err)
+		}
+		return nil, fmt.Errorf("connect redis %s: %w", where, err)
 	}
 	return c, nil
 }

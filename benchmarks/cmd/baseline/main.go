@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -39,10 +40,6 @@ func run(ctx context.Context, args []string, env pkgconfig.Env, stdout io.Writer
 		PostgresDSN: src.String("FLASHSALE_PG_DSN", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable"),
 		RedisAddr:   src.String("FLASHSALE_REDIS_ADDR", "127.0.0.1:16379"),
 	}
-	src.RejectUnknown()
-	if err := src.Err(); err != nil {
-		return err
-	}
 	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.StringVar(&cfg.Design, "design", "", "one of "+strings.Join(baseline.Designs(), ", "))
@@ -52,7 +49,15 @@ func run(ctx context.Context, args []string, env pkgconfig.Env, stdout io.Writer
 	fs.DurationVar(&cfg.PaymentTTL, "payment-ttl", 10*time.Minute, "expiry of the orders the pg-* designs write")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "bound on draining at exit")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	// -h needs no configuration: the flags first, then its problems.
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	src.RejectUnknown()
+	if err := src.Err(); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stdout, nil))

@@ -53,10 +53,6 @@ func run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr i
 		Rounds:       3,
 		PersistBound: 30 * time.Second,
 	}
-	src.RejectUnknown()
-	if err := src.Err(); err != nil {
-		return err
-	}
 	var only, outDir, machine string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -77,7 +73,15 @@ func run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr i
 	fs.StringVar(&outDir, "out", "benchmarks/out", "directory for the table (.md) and the rows (.json)")
 	fs.StringVar(&o.ProfileDir, "baseline-profile", "", "directory where each baseline writes a CPU profile (go tool pprof)")
 	fs.StringVar(&machine, "machine", "", "description of the machine for the table (default: cores and loopback)")
+	// -h needs no configuration: the flags first, then its problems.
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	src.RejectUnknown()
+	if err := src.Err(); err != nil {
 		return err
 	}
 	if only != "" {

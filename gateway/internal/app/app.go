@@ -29,6 +29,7 @@ import (
 	"flashsale/gateway/internal/ratelimit"
 	"flashsale/gateway/internal/web"
 	"flashsale/pkg/auth"
+	"flashsale/pkg/httpserver"
 	"flashsale/pkg/redisconn"
 	"flashsale/pkg/stock"
 )
@@ -114,7 +115,7 @@ func (g *Gateway) dialClients(ctx context.Context) error {
 	}
 	g.producer, err = publish.New(publish.Config{Brokers: g.cfg.KafkaBrokers, Topic: g.cfg.OrdersTopic,
 		Timeout: g.cfg.PublishTimeout, Linger: g.cfg.PublishLinger,
-		FailFastAfter: g.cfg.PublishFailFastAfter, FailFastFor: g.cfg.PublishFailFastFor})
+		FailFastAfter: g.cfg.PublishFailFastAfter, FailFastFor: g.cfg.PublishFailFastFor, Security: g.cfg.KafkaSecurity})
 	return err
 }
 
@@ -218,31 +219,7 @@ func (g *Gateway) buildServers() error {
 }
 
 func (g *Gateway) server(name string, h fasthttp.RequestHandler) *fasthttp.Server {
-	return &fasthttp.Server{
-		Handler:                       h,
-		Name:                          name,
-		ReadTimeout:                   g.cfg.ReadTimeout,
-		WriteTimeout:                  g.cfg.WriteTimeout,
-		IdleTimeout:                   g.cfg.IdleTimeout,
-		MaxConnsPerIP:                 g.cfg.MaxConnsPerIP,
-		Concurrency:                   g.cfg.Concurrency,
-		MaxRequestBodySize:            g.cfg.MaxBodyBytes,
-		ReadBufferSize:                8192, // bounds header size: larger headers get 431
-		DisableHeaderNamesNormalizing: true,
-		NoDefaultServerHeader:         true,
-		NoDefaultDate:                 true,
-		CloseOnShutdown:               true,
-		Logger:                        slogPrintf{g.log},
-		ErrorHandler:                  httpapi.ParseError,
-	}
-}
-
-// slogPrintf routes fasthttp's own messages (e.g. bad requests on a
-// connection) to slog at debug level: they are per-client noise.
-type slogPrintf struct{ log *slog.Logger }
-
-func (s slogPrintf) Printf(format string, args ...any) {
-	s.log.Debug("fasthttp", "msg", fmt.Sprintf(format, args...))
+	return httpserver.New(name, h, g.cfg.HTTP(), g.log, httpserver.OnPanic(g.api.CountPanic), httpserver.RawHeaderNames())
 }
 
 // Reload applies the settings that can change without a restart: the rate

@@ -13,7 +13,11 @@ import (
 
 	"flashsale/gateway/internal/ratelimit"
 	pkgconfig "flashsale/pkg/config"
+	"flashsale/pkg/httpserver"
+	"flashsale/pkg/kafkaconf"
+	"flashsale/pkg/logging"
 	"flashsale/pkg/redisconn"
+	"flashsale/pkg/secret"
 )
 
 // rule parses "rate/burst" (per second), or "0" / "off" to disable.
@@ -94,10 +98,12 @@ type Config struct {
 	// gateway processes share one port and the kernel spreads connections.
 	ReusePort bool
 
-	JWTKey     []byte
+	JWTKey     secret.Secret
 	JWTIssuer  string
-	GateKey    []byte
-	AdminToken []byte
+	GateKey    secret.Secret
+	AdminToken secret.Secret
+	// KafkaSecurity is TLS and SASL towards the brokers.
+	KafkaSecurity kafkaconf.Security
 
 	// Rate limits per route, per user (JWT subject) and per client IP.
 	LimitPurchaseUser ratelimit.Rule
@@ -123,7 +129,13 @@ type Config struct {
 	Concurrency     int
 	MaxBodyBytes    int
 	ShutdownTimeout time.Duration
-	LogLevel        string
+	Log             logging.Config
+}
+
+// HTTP is the listeners' configuration (both listeners share it).
+func (c Config) HTTP() httpserver.Config {
+	return httpserver.Config{ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.IdleTimeout,
+		MaxBodyBytes: c.MaxBodyBytes, Concurrency: c.Concurrency, MaxConnsPerIP: c.MaxConnsPerIP}
 }
 
 // Load reads the configuration from env (and FLASHSALE_CONFIG). A name in
@@ -151,6 +163,7 @@ func Load(env pkgconfig.Env) (Config, error) {
 		JWTIssuer:            s.String("FLASHSALE_JWT_ISSUER", "flashsale"),
 		GateKey:              s.Secret("FLASHSALE_GATE_KEY"),
 		AdminToken:           s.Secret("FLASHSALE_ADMIN_TOKEN"),
+		KafkaSecurity:        kafkaconf.Load(s),
 		LimitPurchaseUser:    rule(s, "FLASHSALE_LIMIT_PURCHASE_USER", "1/3"),
 		LimitPurchaseIP:      rule(s, "FLASHSALE_LIMIT_PURCHASE_IP", "50/100"),
 		LimitQueueUser:       rule(s, "FLASHSALE_LIMIT_QUEUE_USER", "2/5"),
@@ -171,7 +184,7 @@ func Load(env pkgconfig.Env) (Config, error) {
 		Concurrency:          s.Int("FLASHSALE_CONCURRENCY", 256*1024),
 		MaxBodyBytes:         s.Int("FLASHSALE_MAX_BODY_BYTES", 4096),
 		ShutdownTimeout:      s.Duration("FLASHSALE_SHUTDOWN_TIMEOUT", 15*time.Second),
-		LogLevel:             s.String("FLASHSALE_LOG_LEVEL", "info"),
+		Log:                  logging.Load(s),
 	}
 	s.RejectUnknown()
 	errs := []error{s.Err(), c.validate()}

@@ -39,12 +39,12 @@ func (a *API) getLimits(ctx *fasthttp.RequestCtx) {
 func (a *API) putLimits(ctx *fasthttp.RequestCtx) {
 	var v limitsView
 	if err := json.Unmarshal(ctx.PostBody(), &v); err != nil {
-		errBadRequest.write(ctx)
+		errBadRequest.Write(ctx)
 		return
 	}
 	for _, r := range []*ratelimit.Rule{v.Purchase.User, v.Purchase.IP, v.Queue.User, v.Queue.IP} {
 		if r != nil && (r.Rate < 0 || (r.Rate > 0 && r.Burst < 1)) {
-			errBadRequest.write(ctx)
+			errBadRequest.Write(ctx)
 			return
 		}
 	}
@@ -64,14 +64,14 @@ func (a *API) putLimits(ctx *fasthttp.RequestCtx) {
 func (a *API) getQueue(ctx *fasthttp.RequestCtx) {
 	s, ok := a.queueSale(ctx)
 	if !ok {
-		errNotFound.write(ctx)
+		errNotFound.Write(ctx)
 		return
 	}
 	c, cancel := context.WithTimeout(a.BaseCtx, a.RedisTimeout)
 	defer cancel()
 	rate, set, err := a.Queue.Rate(c, s.ID)
 	if err != nil {
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	if !set {
@@ -79,12 +79,12 @@ func (a *API) getQueue(ctx *fasthttp.RequestCtx) {
 	}
 	admitted, _, err := a.Queue.Advance(c, s.ID, s.StartsAt, rate, s.StateAt(a.Now()) == "SOLD_OUT")
 	if err != nil {
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	l, err := a.Queue.Size(c, s.ID)
 	if err != nil {
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	// queueLength: places admission has not reached yet (people waiting).
@@ -97,20 +97,20 @@ func (a *API) getQueue(ctx *fasthttp.RequestCtx) {
 func (a *API) putAdmissionRate(ctx *fasthttp.RequestCtx) {
 	s, ok := a.queueSale(ctx)
 	if !ok {
-		errNotFound.write(ctx)
+		errNotFound.Write(ctx)
 		return
 	}
 	var v struct {
 		Rate *float64 `json:"rate"`
 	}
 	if err := json.Unmarshal(ctx.PostBody(), &v); err != nil || v.Rate == nil || *v.Rate < 0 {
-		errBadRequest.write(ctx)
+		errBadRequest.Write(ctx)
 		return
 	}
 	c, cancel := context.WithTimeout(a.BaseCtx, a.RedisTimeout)
 	defer cancel()
 	if err := a.Queue.SetRate(c, s.ID, *v.Rate); err != nil {
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	a.SetAdmissionRate(s.ID, *v.Rate)
@@ -137,14 +137,14 @@ func (a *API) putBypass(ctx *fasthttp.RequestCtx) {
 		Remove []string `json:"remove"`
 	}
 	if err := json.Unmarshal(ctx.PostBody(), &v); err != nil || a.Bypass == nil {
-		errBadRequest.write(ctx)
+		errBadRequest.Write(ctx)
 		return
 	}
 	c, cancel := context.WithTimeout(a.BaseCtx, a.RedisTimeout)
 	defer cancel()
 	users, err := a.Bypass.Change(c, v.Add, v.Remove)
 	if err != nil {
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	a.SetBypass(users)

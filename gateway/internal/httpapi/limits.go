@@ -32,10 +32,7 @@ var retryAfterText = func() (t [11]string) {
 func writeRateLimited(ctx *fasthttp.RequestCtx, retry time.Duration) {
 	secs := int((retry + time.Second - 1) / time.Second)
 	secs = max(1, min(secs, 10))
-	ctx.Response.Header.SetContentTypeBytes(contentJSON)
-	ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
-	ctx.Response.Header.Set(fasthttp.HeaderRetryAfter, retryAfterText[secs])
-	ctx.SetBody(errRateLimited.body)
+	errRateLimited.WithRetryAfter(retryAfterText[secs]).Write(ctx)
 }
 
 // allowIP applies a route's per-IP limit.
@@ -54,7 +51,7 @@ func (a *API) allowIP(ctx *fasthttp.RequestCtx, l Limits) bool {
 func (a *API) shopper(ctx *fasthttp.RequestCtx) (string, bool) {
 	user, ok := a.userID(ctx)
 	if !ok {
-		errUnauthorized.write(ctx)
+		errUnauthorized.Write(ctx)
 	}
 	return user, ok
 }

@@ -33,11 +33,11 @@ var errNoOrder = newAPIError(fasthttp.StatusNotFound, "NOT_FOUND", "you hold no 
 func (a *API) myOrder(ctx *fasthttp.RequestCtx) {
 	saleID, ok := pathID(ctx, "saleId")
 	if !ok {
-		errNotFound.write(ctx)
+		errNotFound.Write(ctx)
 		return
 	}
 	if _, ok := a.Catalog.Sale(saleID); !ok {
-		errNotFound.write(ctx)
+		errNotFound.Write(ctx)
 		return
 	}
 	user, ok := a.limitedShopper(ctx, a.QueueLimits)
@@ -45,7 +45,7 @@ func (a *API) myOrder(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if a.Holding == nil {
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	c, cancel := context.WithTimeout(a.BaseCtx, 2*a.RedisTimeout)
@@ -55,18 +55,18 @@ func (a *API) myOrder(ctx *fasthttp.RequestCtx) {
 	switch {
 	case errors.Is(err, holding.ErrNone):
 		a.Metrics.orderLookups[lookupNone].Add(1)
-		errNoOrder.write(ctx)
+		errNoOrder.Write(ctx)
 		return
 	case errors.Is(err, holding.ErrUnconfirmed):
 		// A purchase of hers still waiting for the broker, or one a dead
 		// gateway never published (freed after the order service's
 		// in-flight window): asking again settles it.
 		a.Metrics.orderLookups[lookupUnconfirmed].Add(1)
-		errUnavailable.writeOrder(ctx, o.ID.String())
+		errUnavailable.WriteOrder(ctx, o.ID.String())
 		return
 	case err != nil:
 		a.Metrics.orderLookups[lookupUnavailable].Add(1)
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	a.Metrics.orderLookups[lookupFound].Add(1)
@@ -76,7 +76,7 @@ func (a *API) myOrder(ctx *fasthttp.RequestCtx) {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		errInternal.write(ctx)
+		errInternal.Write(ctx)
 		return
 	}
 	ctx.SetContentType("application/json")

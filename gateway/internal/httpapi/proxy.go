@@ -18,7 +18,7 @@ func (a *API) proxyOrder(ctx *fasthttp.RequestCtx) {
 	req.Header.Del(fasthttp.HeaderConnection)
 	req.SetHost(a.Orders.Addr)
 	if err := a.Orders.DoTimeout(req, resp, 3*time.Second); err != nil {
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	resp.Header.Del(fasthttp.HeaderConnection)

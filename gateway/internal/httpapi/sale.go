@@ -41,12 +41,12 @@ type saleView struct {
 func (a *API) saleInfo(ctx *fasthttp.RequestCtx) {
 	saleID, ok := pathID(ctx, "saleId")
 	if !ok {
-		errNotFound.write(ctx)
+		errNotFound.Write(ctx)
 		return
 	}
 	s, ok := a.Catalog.Sale(saleID)
 	if !ok {
-		errNotFound.write(ctx)
+		errNotFound.Write(ctx)
 		return
 	}
 	now := a.Now()
@@ -72,7 +72,7 @@ func (a *API) saleInfo(ctx *fasthttp.RequestCtx) {
 	v.PowDifficulty = s.Queue.PowDifficulty
 	b, err := json.Marshal(v)
 	if err != nil {
-		errInternal.write(ctx)
+		errInternal.Write(ctx)
 		return
 	}
 	ctx.SetContentType("application/json")

@@ -102,13 +102,13 @@ func (a *API) Public() fasthttp.RequestHandler {
 	r.POST("/api/flash-sales/{saleId}/g/{gate}/items/{itemId}/purchase", a.purchase)
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
-	r.NotFound = errNotFound.write
-	r.MethodNotAllowed = errMethod.write
+	r.NotFound = errNotFound.Write
+	r.MethodNotAllowed = errMethod.Write
 	r.HandleMethodNotAllowed = true
 	routed := r.Handler
 	// The purchase route takes the whole crowd; it is matched here, in
 	// place, because the router's path values cost 9 allocations a request.
-	return a.recover(func(ctx *fasthttp.RequestCtx) {
+	return func(ctx *fasthttp.RequestCtx) {
 		if ctx.IsPost() {
 			if p, ok := matchPurchase(ctx.Path()); ok {
 				a.buy(ctx, p.saleID, p.itemID, p.gate, p.idsOK)
@@ -116,11 +116,14 @@ func (a *API) Public() fasthttp.RequestHandler {
 			}
 		}
 		routed(ctx)
-	})
+	}
 }
 
 // Admin returns the operators' handler (metrics, health).
-func (a *API) Admin() fasthttp.RequestHandler {
+func (a *API) Admin() fasthttp.RequestHandler { return a.adminRouter().Handler }
+
+// adminRouter routes the admin listener (its test walks the routes).
+func (a *API) adminRouter() *router.Router {
 	r := router.New()
 	r.GET("/metrics", a.metrics)
 	r.GET("/healthz", a.healthz)
@@ -131,25 +134,15 @@ func (a *API) Admin() fasthttp.RequestHandler {
 	r.PUT("/admin/sales/{saleId}/admission-rate", a.admin(a.putAdmissionRate))
 	r.GET("/admin/queue/bypass", a.admin(a.getBypass))
 	r.PUT("/admin/queue/bypass", a.admin(a.putBypass))
-	r.NotFound = errNotFound.write
-	r.MethodNotAllowed = errMethod.write
+	r.NotFound = errNotFound.Write
+	r.MethodNotAllowed = errMethod.Write
 	r.HandleMethodNotAllowed = true
-	return a.recover(r.Handler)
+	return r
 }
 
-func (a *API) recover(next fasthttp.RequestHandler) fasthttp.RequestHandler {
-	return func(ctx *fasthttp.RequestCtx) {
-		defer func() {
-			if p := recover(); p != nil {
-				a.Metrics.panics.Add(1)
-				a.Log.Error("handler panic", "path", string(ctx.Path()), "panic", p)
-				ctx.ResetBody()
-				errInternal.write(ctx)
-			}
-		}()
-		next(ctx)
-	}
-}
+// CountPanic counts a handler panic on /metrics (the listeners' Recover,
+// pkg/httpserver, calls it).
+func (a *API) CountPanic() { a.Metrics.panics.Add(1) }
 
 // pathID parses a positive int64 path parameter.
 func pathID(ctx *fasthttp.RequestCtx, name string) (int64, bool) {
@@ -267,7 +260,7 @@ func (a *API) buy(ctx *fasthttp.RequestCtx, saleID, itemID int64, gate []byte, i
 		// Her order is of another item: she learns which (only she: the
 		// user comes from her verified token).
 		a.Metrics.count(outAlreadyPurchased)
-		errAlreadyPurchased.writeOrder(ctx, receipt.OrderID.String())
+		errAlreadyPurchased.WriteOrder(ctx, receipt.OrderID.String())
 	case errors.Is(err, stock.ErrAlreadyPurchased):
 		a.refuse(ctx, outAlreadyPurchased, errAlreadyPurchased)
 	case errors.Is(err, stock.ErrTokenSpent):
@@ -275,7 +268,7 @@ func (a *API) buy(ctx *fasthttp.RequestCtx, saleID, itemID int64, gate []byte, i
 	case errors.Is(err, purchase.ErrUnresolved), errors.Is(err, holding.ErrUnconfirmed):
 		// The order may still appear: give its id so the shopper can poll it.
 		a.Metrics.count(outUnavailable)
-		errUnavailable.writeOrder(ctx, receipt.OrderID.String())
+		errUnavailable.WriteOrder(ctx, receipt.OrderID.String())
 	case errors.Is(err, stock.ErrNotLoaded):
 		// Never a false SOLD_OUT: the stock is unknown until reloaded
 		// from PostgreSQL. The counter is the alert, not a log per request.
@@ -287,7 +280,7 @@ func (a *API) buy(ctx *fasthttp.RequestCtx, saleID, itemID int64, gate []byte, i
 
 func (a *API) refuse(ctx *fasthttp.RequestCtx, o outcome, e apiError) {
 	a.Metrics.count(o)
-	e.write(ctx)
+	e.Write(ctx)
 }
 
 func (a *API) metrics(ctx *fasthttp.RequestCtx) {
@@ -307,14 +300,14 @@ func (a *API) healthz(ctx *fasthttp.RequestCtx) {
 
 func (a *API) readyz(ctx *fasthttp.RequestCtx) {
 	if a.draining.Load() {
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	if a.Ready != nil {
 		c, cancel := context.WithTimeout(a.BaseCtx, time.Second)
 		defer cancel()
 		if err := a.Ready(c); err != nil {
-			errUnavailable.write(ctx)
+			errUnavailable.Write(ctx)
 			return
 		}
 	}

@@ -46,7 +46,7 @@ func (a *API) queueSale(ctx *fasthttp.RequestCtx) (*catalog.Sale, bool) {
 func (a *API) queueChallenge(ctx *fasthttp.RequestCtx) {
 	s, ok := a.queueSale(ctx)
 	if !ok {
-		errNotFound.write(ctx)
+		errNotFound.Write(ctx)
 		return
 	}
 	if !a.allowIP(ctx, a.QueueLimits) {
@@ -73,7 +73,7 @@ type joinRequest struct {
 func (a *API) queueJoin(ctx *fasthttp.RequestCtx) {
 	s, ok := a.queueSale(ctx)
 	if !ok {
-		errNotFound.write(ctx)
+		errNotFound.Write(ctx)
 		return
 	}
 	user, ok := a.limitedShopper(ctx, a.QueueLimits)
@@ -85,7 +85,7 @@ func (a *API) queueJoin(ctx *fasthttp.RequestCtx) {
 		if err := json.Unmarshal(ctx.PostBody(), &req); err != nil ||
 			a.Admission.CheckProof(req.Challenge, req.Nonce, s.ID, user, a.Now()) != nil {
 			a.Metrics.badProof.Add(1)
-			errBadProof.write(ctx)
+			errBadProof.Write(ctx)
 			return
 		}
 	}
@@ -93,7 +93,7 @@ func (a *API) queueJoin(ctx *fasthttp.RequestCtx) {
 	defer cancel()
 	ticket, err := a.Queue.Join(c, s.ID, s.StartsAt, s.Queue.Draw, user)
 	if err != nil {
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	a.Metrics.queueJoins.Add(1)
@@ -104,7 +104,7 @@ func (a *API) queueJoin(ctx *fasthttp.RequestCtx) {
 func (a *API) queueStatus(ctx *fasthttp.RequestCtx) {
 	s, ok := a.queueSale(ctx)
 	if !ok {
-		errNotFound.write(ctx)
+		errNotFound.Write(ctx)
 		return
 	}
 	user, ok := a.shopper(ctx)
@@ -113,7 +113,7 @@ func (a *API) queueStatus(ctx *fasthttp.RequestCtx) {
 	}
 	ticket, _ := ctx.UserValue("ticket").(string)
 	if len(ticket) == 0 || len(ticket) > 64 {
-		errNotFound.write(ctx)
+		errNotFound.Write(ctx)
 		return
 	}
 	c, cancel := context.WithTimeout(a.BaseCtx, a.RedisTimeout)
@@ -125,21 +125,21 @@ func (a *API) writeQueueStatus(ctx *fasthttp.RequestCtx, c context.Context, s *c
 	st, err := a.Queue.Status(c, s.ID, s.StartsAt, ticket)
 	switch {
 	case errors.Is(err, queue.ErrUnknownTicket):
-		errNotFound.write(ctx)
+		errNotFound.Write(ctx)
 		return
 	case errors.Is(err, queue.ErrTicketExpired):
 		if st.UserID != user {
-			errNotFound.write(ctx)
+			errNotFound.Write(ctx)
 			return
 		}
-		errTicketExpired.write(ctx)
+		errTicketExpired.Write(ctx)
 		return
 	case err != nil:
-		errUnavailable.write(ctx)
+		errUnavailable.Write(ctx)
 		return
 	}
 	if st.UserID != user { // another shopper's ticket: as if it did not exist
-		errNotFound.write(ctx)
+		errNotFound.Write(ctx)
 		return
 	}
 	now := a.Now()
@@ -197,7 +197,7 @@ func purchasePath(s *catalog.Sale) string {
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		errInternal.write(ctx)
+		errInternal.Write(ctx)
 		return
 	}
 	ctx.Response.Header.SetContentTypeBytes(contentJSON)

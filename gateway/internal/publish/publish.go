@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"flashsale/pkg/kafkaconf"
 )
 
 // Publish failures come in two kinds, and the caller must tell them apart:
@@ -44,6 +46,8 @@ type Config struct {
 	// decides; 0 turns this off. See breaker.
 	FailFastAfter int
 	FailFastFor   time.Duration
+	// Security is TLS and SASL towards the brokers (pkg/kafkaconf).
+	Security kafkaconf.Security
 }
 
 // Producer publishes to one topic.
@@ -58,7 +62,7 @@ type Producer struct {
 
 // New creates the producer. It does not wait for the broker.
 func New(cfg Config) (*Producer, error) {
-	p, err := kafka.NewProducer(&kafka.ConfigMap{
+	cm := kafka.ConfigMap{
 		"bootstrap.servers":                     cfg.Brokers,
 		"acks":                                  "all",
 		"enable.idempotence":                    true,
@@ -83,7 +87,9 @@ func New(cfg Config) (*Producer, error) {
 		// KIP-714 client telemetry: nothing here collects it.
 		"enable.metrics.push":  false,
 		"log.connection.close": false,
-	})
+	}
+	cfg.Security.Apply(cm)
+	p, err := kafka.NewProducer(&cm)
 	if err != nil {
 		return nil, fmt.Errorf("create kafka producer: %w", err)
 	}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"flashsale/pkg/adminauth"
+	"flashsale/pkg/httperr"
 
 	"bufio"
 	"bytes"
@@ -47,6 +48,7 @@ type Dashboard struct {
 	pages site
 	every time.Duration
 	keep  int
+	admin adminauth.Check // built once: it hashes the token
 
 	mu      sync.Mutex
 	samples []sample // oldest first, at most keep
@@ -71,7 +73,7 @@ func NewDashboard(src Sources) (*Dashboard, error) {
 	if src.Log == nil {
 		src.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Dashboard{src: src, pages: pages, every: time.Second, keep: 301}, nil
+	return &Dashboard{src: src, pages: pages, every: time.Second, keep: 301, admin: adminauth.New(src.AdminToken)}, nil
 }
 
 // Run samples until ctx ends.
@@ -214,23 +216,23 @@ func (d *Dashboard) Admin(next fasthttp.RequestHandler) fasthttp.RequestHandler 
 			return
 		}
 		if !ctx.IsGet() {
-			writeError(ctx, fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "GET only")
+			httperr.Write(ctx, fasthttp.StatusMethodNotAllowed, httperr.CodeMethod, "GET only")
 			return
 		}
-		if !adminauth.New(d.src.AdminToken).OK(ctx) {
+		if !d.admin.OK(ctx) {
 			adminauth.Refuse(ctx)
 			return
 		}
 		ids, ok := parseIDs(ctx.QueryArgs().Peek("sale"))
 		if !ok {
-			writeError(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "sale must be a comma-separated list of ids")
+			httperr.Write(ctx, fasthttp.StatusBadRequest, httperr.CodeBadRequest, "sale must be a comma-separated list of ids")
 			return
 		}
 		c, cancel := context.WithTimeout(context.Background(), d.timeout())
 		defer cancel()
 		b, err := json.Marshal(d.State(c, time.Now(), ids))
 		if err != nil {
-			writeError(ctx, fasthttp.StatusInternalServerError, "INTERNAL", "state not encoded")
+			httperr.Write(ctx, fasthttp.StatusInternalServerError, httperr.CodeInternal, "state not encoded")
 			return
 		}
 		ctx.SetContentType("application/json")

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/valyala/fasthttp"
+
+	"flashsale/pkg/httperr"
 )
 
 //go:embed static
@@ -68,12 +70,12 @@ func (s site) serve(ctx *fasthttp.RequestCtx, prefix string) bool {
 		return false
 	}
 	if !ctx.IsGet() && !ctx.IsHead() {
-		writeError(ctx, fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "GET only")
+		httperr.Write(ctx, fasthttp.StatusMethodNotAllowed, httperr.CodeMethod, "GET only")
 		return true
 	}
 	f, ok := s[string(p[len(prefix):])]
 	if !ok {
-		writeError(ctx, fasthttp.StatusNotFound, "NOT_FOUND", "no such page")
+		httperr.Write(ctx, fasthttp.StatusNotFound, httperr.CodeNotFound, "no such page")
 		return true
 	}
 	h := &ctx.Response.Header
@@ -86,12 +88,6 @@ func (s site) serve(ctx *fasthttp.RequestCtx, prefix string) bool {
 	h.Set("Referrer-Policy", "no-referrer")
 	ctx.SetBody(f.body)
 	return true
-}
-
-func writeError(ctx *fasthttp.RequestCtx, status int, code, msg string) {
-	ctx.SetStatusCode(status)
-	ctx.SetContentType("application/json")
-	ctx.SetBodyString(`{"error":"` + code + `","message":"` + msg + `"}`)
 }
 
 // SalePage wraps the public handler: /sale/ serves the shopper's page,

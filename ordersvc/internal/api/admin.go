@@ -66,6 +66,11 @@ func (a *Admin) longOp(base context.Context) (context.Context, context.CancelFun
 // Public.Handler). Health and metrics need no token: probes and scrapers
 // reach them on the internal listener.
 func (a *Admin) Handler(base context.Context) fasthttp.RequestHandler {
+	return a.router(base).Handler
+}
+
+// router routes the admin listener (its test walks the routes).
+func (a *Admin) router(base context.Context) *router.Router {
 	r := router.New()
 	with := func(h func(context.Context, *fasthttp.RequestCtx)) fasthttp.RequestHandler {
 		return a.auth(func(ctx *fasthttp.RequestCtx) { h(base, ctx) })
@@ -82,7 +87,7 @@ func (a *Admin) Handler(base context.Context) fasthttp.RequestHandler {
 	a.health.register(base, r)
 	r.NotFound = notFound
 	r.MethodNotAllowed = methodNotAllowed
-	return Recover(a.log, r.Handler)
+	return r
 }
 
 // auth is the admin credential check every admin listener shares

@@ -232,15 +232,6 @@ func TestGetOrderDatabaseDown(t *testing.T) {
 	}
 }
 
-func TestRecover(t *testing.T) {
-	t.Parallel()
-	c := serve(t, api.Recover(quiet, func(*fasthttp.RequestCtx) { panic("boom") }))
-	r := do(t, c, "GET", "/", "", "")
-	if r.status != 500 || r.body["error"] != api.CodeInternal {
-		t.Errorf("got %d %s, want 500 INTERNAL", r.status, r.raw)
-	}
-}
-
 func TestAdmin(t *testing.T) {
 	t.Parallel()
 	testenv.Require(t, testenv.RedisAddr())

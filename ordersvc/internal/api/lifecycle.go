@@ -76,7 +76,7 @@ func (p *Public) orderCaller(rctx *fasthttp.RequestCtx) (uuid.UUID, string, bool
 	raw, _ := rctx.UserValue("orderId").(string)
 	id, err := uuid.Parse(raw)
 	if err != nil || len(raw) != 36 {
-		writeRaw(rctx, fasthttp.StatusBadRequest, bodyInvalidOrderID)
+		errInvalidOrderID.Write(rctx)
 		return uuid.Nil, "", false
 	}
 	token := bearer(rctx)
@@ -163,7 +163,7 @@ func refuseOrder(ctx context.Context, rctx *fasthttp.RequestCtx, rc rueidis.Clie
 		rctx.Response.Header.Set("Retry-After", "1")
 		writeError(rctx, fasthttp.StatusConflict, CodeProcessing, "the order is being processed; retry shortly")
 	default:
-		writeRaw(rctx, fasthttp.StatusNotFound, bodyNotFound)
+		errNotFound.Write(rctx)
 	}
 }
 

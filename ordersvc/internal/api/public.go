@@ -57,13 +57,13 @@ func (p *Public) Handler(base context.Context) fasthttp.RequestHandler {
 	r.NotFound = notFound
 	r.MethodNotAllowed = methodNotAllowed
 	routed := r.Handler
-	return Recover(p.log, func(ctx *fasthttp.RequestCtx) {
+	return func(ctx *fasthttp.RequestCtx) {
 		if id, ok := bytes.CutPrefix(ctx.Path(), []byte(ordersPrefix)); ok && ctx.IsGet() && bytes.IndexByte(id, '/') < 0 {
 			p.getOrder(base, ctx, id)
 			return
 		}
 		routed(ctx)
-	})
+	}
 }
 
 // OrderView is the JSON of an order to its owner.
@@ -94,7 +94,7 @@ func bearer(ctx *fasthttp.RequestCtx) []byte {
 func (p *Public) getOrder(base context.Context, rctx *fasthttp.RequestCtx, rawID []byte) {
 	id, err := uuid.ParseBytes(rawID)
 	if err != nil || len(rawID) != 36 { // only the canonical form, as the gateway hands it out
-		writeRaw(rctx, fasthttp.StatusBadRequest, bodyInvalidOrderID)
+		errInvalidOrderID.Write(rctx)
 		return
 	}
 	token := bearer(rctx)
@@ -121,7 +121,7 @@ func (p *Public) getOrder(base context.Context, rctx *fasthttp.RequestCtx, rawID
 		return
 	case o.UserID != user:
 		// Same answer as an unknown id: ids of other users' orders are not revealed.
-		writeRaw(rctx, fasthttp.StatusNotFound, bodyNotFound)
+		errNotFound.Write(rctx)
 		return
 	}
 	writeJSON(rctx, fasthttp.StatusOK, viewOf(o))
@@ -157,7 +157,7 @@ func (p *Public) notPersisted(base context.Context, rctx *fasthttp.RequestCtx, i
 		p.log.Warn("accepted-order lookup failed", "err", err)
 		writeUnavailable(rctx)
 	case !ok || owner != user:
-		writeRaw(rctx, fasthttp.StatusNotFound, bodyNotFound)
+		errNotFound.Write(rctx)
 	default:
 		writeJSON(rctx, fasthttp.StatusOK, ProcessingView{OrderID: id, Status: StatusProcessing})
 	}

@@ -1,50 +1,41 @@
 // Package api is ordersvc's HTTP surface on fasthttp: the shoppers' order
 // endpoint on the public listener, the operators' endpoints on the admin
 // listener, and health, readiness and metrics on both. Every error is JSON
-// {"error":"CODE","message":"..."}; no panic reaches a client.
+// {"error":"CODE","message":"..."} (pkg/httperr); the listeners' Recover
+// (pkg/httpserver) keeps a panic from reaching a client.
 package api
 
 import (
 	"encoding/json"
-	"log/slog"
-	"runtime/debug"
 
 	"github.com/valyala/fasthttp"
+
+	"flashsale/pkg/httperr"
 )
 
 // Error codes.
 const (
-	CodeNotFound       = "NOT_FOUND"
-	CodeBadRequest     = "BAD_REQUEST"
+	CodeNotFound       = httperr.CodeNotFound
+	CodeBadRequest     = httperr.CodeBadRequest
 	CodeInvalidOrderID = "INVALID_ORDER_ID"
-	CodeUnauthorized   = "UNAUTHORIZED"
-	CodeUnavailable    = "UNAVAILABLE"
-	CodeInternal       = "INTERNAL"
-	CodeMethod         = "METHOD_NOT_ALLOWED"
+	CodeUnauthorized   = httperr.CodeUnauthorized
+	CodeUnavailable    = httperr.CodeUnavailable
+	CodeInternal       = httperr.CodeInternal
+	CodeMethod         = httperr.CodeMethod
 	CodeBusy           = "BUSY"
 	// CodeConsumerLagging: stock was not computed because the order
 	// consumer had not caught up with the orders topic; retry later.
 	CodeConsumerLagging = "CONSUMER_LAGGING"
 )
 
-type errorBody struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-}
-
-func errorJSON(code, msg string) []byte {
-	b, _ := json.Marshal(errorBody{Error: code, Message: msg}) // two strings always encode
-	return b
-}
-
-// Refusals are encoded once, so answering them allocates nothing.
+// Refusals are encoded once (pkg/httperr), so answering them allocates
+// nothing.
 var (
-	bodyUnauthorized   = errorJSON(CodeUnauthorized, "missing or invalid bearer token")
-	bodyInvalidOrderID = errorJSON(CodeInvalidOrderID, "order id is not a UUID")
-	bodyNotFound       = errorJSON(CodeNotFound, "no such resource")
-	bodyUnavailable    = errorJSON(CodeUnavailable, "temporarily unavailable, retry later")
-	bodyInternal       = errorJSON(CodeInternal, "internal error")
-	bodyMethod         = errorJSON(CodeMethod, "method not allowed")
+	errUnauthorized   = httperr.New(fasthttp.StatusUnauthorized, CodeUnauthorized, "missing or invalid bearer token")
+	errInvalidOrderID = httperr.New(fasthttp.StatusBadRequest, CodeInvalidOrderID, "order id is not a UUID")
+	errNotFound       = httperr.New(fasthttp.StatusNotFound, CodeNotFound, "no such resource")
+	errUnavailable    = httperr.New(fasthttp.StatusServiceUnavailable, CodeUnavailable, "temporarily unavailable, retry later").WithRetryAfter("1")
+	errMethod         = httperr.New(fasthttp.StatusMethodNotAllowed, CodeMethod, "method not allowed")
 )
 
 const contentJSON = "application/json"
@@ -56,44 +47,25 @@ func writeRaw(ctx *fasthttp.RequestCtx, status int, body []byte) {
 }
 
 func writeError(ctx *fasthttp.RequestCtx, status int, code, msg string) {
-	writeRaw(ctx, status, errorJSON(code, msg))
+	httperr.Write(ctx, status, code, msg)
 }
 
 func writeUnauthorized(ctx *fasthttp.RequestCtx) {
-	ctx.Response.Header.Set("WWW-Authenticate", `Bearer`)
-	writeRaw(ctx, fasthttp.StatusUnauthorized, bodyUnauthorized)
+	ctx.Response.Header.Set(fasthttp.HeaderWWWAuthenticate, `Bearer`)
+	errUnauthorized.Write(ctx)
 }
 
-func writeUnavailable(ctx *fasthttp.RequestCtx) {
-	ctx.Response.Header.Set("Retry-After", "1")
-	writeRaw(ctx, fasthttp.StatusServiceUnavailable, bodyUnavailable)
-}
+func writeUnavailable(ctx *fasthttp.RequestCtx) { errUnavailable.Write(ctx) }
 
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		writeRaw(ctx, fasthttp.StatusInternalServerError, bodyInternal)
+		httperr.ErrInternal.Write(ctx)
 		return
 	}
 	writeRaw(ctx, status, b)
 }
 
-// Recover turns a panic into a logged 500 JSON answer.
-func Recover(log *slog.Logger, next fasthttp.RequestHandler) fasthttp.RequestHandler {
-	return func(ctx *fasthttp.RequestCtx) {
-		defer func() {
-			if r := recover(); r != nil {
-				log.Error("handler panic", "panic", r, "path", string(ctx.Path()), "stack", string(debug.Stack()))
-				ctx.ResetBody()
-				writeRaw(ctx, fasthttp.StatusInternalServerError, bodyInternal)
-			}
-		}()
-		next(ctx)
-	}
-}
+func notFound(ctx *fasthttp.RequestCtx) { errNotFound.Write(ctx) }
 
-func notFound(ctx *fasthttp.RequestCtx) { writeRaw(ctx, fasthttp.StatusNotFound, bodyNotFound) }
-
-func methodNotAllowed(ctx *fasthttp.RequestCtx) {
-	writeRaw(ctx, fasthttp.StatusMethodNotAllowed, bodyMethod)
-}
+func methodNotAllowed(ctx *fasthttp.RequestCtx) { errMethod.Write(ctx) }

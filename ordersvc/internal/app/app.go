@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"flashsale/ordersvc/internal/sale"
 	"flashsale/ordersvc/internal/store"
 	pkgconfig "flashsale/pkg/config"
+	"flashsale/pkg/logging"
 	"flashsale/pkg/redisconn"
 	"flashsale/pkg/stock"
 )
@@ -113,7 +113,7 @@ func Run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr i
 
 func defineServe(*flag.FlagSet) action {
 	return func(ctx context.Context, cfg config.Config, _, stderr io.Writer) error {
-		log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", "ordersvc")
+		log := logging.New(stderr, cfg.Log, "ordersvc")
 		return Serve(ctx, cfg, log)
 	}
 }
@@ -158,7 +158,8 @@ func openMigrated(ctx context.Context, cfg config.Config) (pool *pgxpool.Pool, f
 // openLag reads the consumer group's lag on the orders topic; load-stock
 // and a reconcile repair wait on it.
 func openLag(cfg config.Config) (*lag.Reader, error) {
-	return lag.New(lag.Config{Brokers: cfg.KafkaBrokers, Topic: cfg.OrdersTopic, Group: cfg.ConsumerGroup})
+	return lag.New(lag.Config{Brokers: cfg.KafkaBrokers, Topic: cfg.OrdersTopic, Group: cfg.ConsumerGroup,
+		Security: cfg.KafkaSecurity})
 }
 
 func openRedis(cfg config.Config) (rueidis.Client, error) {

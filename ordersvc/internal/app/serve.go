@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"time"
 
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/errgroup"
@@ -21,6 +20,7 @@ import (
 	"flashsale/ordersvc/internal/sale"
 	"flashsale/ordersvc/internal/store"
 	"flashsale/pkg/auth"
+	"flashsale/pkg/httpserver"
 )
 
 // Serve migrates the database, then runs the consumer, the relay, the
@@ -51,7 +51,7 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	rl := relay.New(st, stk, log.With("component", "relay"), m)
 	cons, err := consumer.New(consumer.Config{
 		Brokers: cfg.KafkaBrokers, Topic: cfg.OrdersTopic, DLQTopic: cfg.DLQTopic, Group: cfg.ConsumerGroup,
-		BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, ShutdownTimeout: cfg.ShutdownTimeout,
+		BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, ShutdownTimeout: cfg.ShutdownTimeout, Security: cfg.KafkaSecurity,
 	}, st, stk, rl, log.With("component", "consumer"), m)
 	if err != nil {
 		return err
@@ -85,11 +85,12 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	// Requests in flight at shutdown finish (their own timeouts bound them,
 	// well inside ShutdownTimeout) rather than fail on the cancelled root.
 	base := context.WithoutCancel(ctx)
-	public := newServer("ordersvc-public", api.NewPublic(st, rc, rl, verifier, health, log).Handler(base), 64<<10, log)
+	countPanic := httpserver.OnPanic(func() { m.Panics.Add(1) })
+	public := httpserver.New("ordersvc-public", api.NewPublic(st, rc, rl, verifier, health, log).Handler(base), cfg.PublicHTTP, log, countPanic)
 	sales := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithCatchUp(lr, cfg.CatchUpTimeout),
 		sale.WithLagTracker(tracker), sale.WithMetrics(m), sale.WithInFlightWindow(cfg.InFlightWindow),
 		sale.WithReleases(rl.Drain))
-	admin := newServer("ordersvc-admin", api.NewAdmin(sales, cfg.AdminToken, health, webhook, log).StopLongOpsWith(ctx).Handler(base), 2<<20, log)
+	admin := httpserver.New("ordersvc-admin", api.NewAdmin(sales, cfg.AdminToken, health, webhook, log).StopLongOpsWith(ctx).Handler(base), cfg.AdminHTTP, log, countPanic)
 
 	var lc net.ListenConfig
 	publicLn, err := lc.Listen(ctx, "tcp", cfg.Addr)
@@ -135,19 +136,6 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	return err
 }
 
-func newServer(name string, h fasthttp.RequestHandler, maxBody int, log *slog.Logger) *fasthttp.Server {
-	return &fasthttp.Server{
-		Handler:               h,
-		Name:                  name,
-		ReadTimeout:           5 * time.Second,
-		WriteTimeout:          5 * time.Second,
-		IdleTimeout:           30 * time.Second, // Shutdown does not close keep-alive connections otherwise
-		MaxRequestBodySize:    maxBody,
-		NoDefaultServerHeader: true,
-		Logger:                fasthttpLogger{log},
-	}
-}
-
 func serveHTTP(s *fasthttp.Server, ln net.Listener) error {
 	if err := s.Serve(ln); err != nil {
 		return fmt.Errorf("serve %s: %w", s.Name, err)
@@ -160,13 +148,6 @@ func shutdownHTTP(ctx context.Context, name string, s *fasthttp.Server) error {
 		return fmt.Errorf("shutdown %s listener: %w", name, err)
 	}
 	return nil
-}
-
-// fasthttpLogger sends fasthttp's own messages (connection errors) to slog.
-type fasthttpLogger struct{ log *slog.Logger }
-
-func (l fasthttpLogger) Printf(format string, args ...any) {
-	l.log.Debug("fasthttp", "msg", fmt.Sprintf(format, args...))
 }
 
 // checkDurability reads the orders topic's replication settings at start.

@@ -6,14 +6,17 @@ package config
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/url"
 	"strings"
 	"time"
 
 	pkgconfig "flashsale/pkg/config"
+	"flashsale/pkg/httpserver"
+	"flashsale/pkg/kafkaconf"
+	"flashsale/pkg/logging"
 	"flashsale/pkg/redisconn"
+	"flashsale/pkg/secret"
 )
 
 // Mode says which secrets a subcommand needs: the tools that only talk to
@@ -27,14 +30,8 @@ const (
 	Serve
 )
 
-// Secret is a credential; it never prints.
-type Secret []byte
-
-// String hides the value from fmt and logs.
-func (Secret) String() string { return "[redacted]" }
-
-// LogValue hides the value from slog.
-func (Secret) LogValue() slog.Value { return slog.StringValue("[redacted]") }
+// Secret is a credential; it never prints (pkg/secret).
+type Secret = secret.Secret
 
 // Config is every setting of ordersvc.
 type Config struct {
@@ -81,7 +78,17 @@ type Config struct {
 	AbandonInterval time.Duration
 	// FLASHSALE_PAYMENT_WEBHOOK_SECRET or _FILE; empty: no webhook endpoint
 	PaymentWebhookSecret Secret
-	LogLevel             slog.Level // FLASHSALE_LOG_LEVEL
+	Log                  logging.Config // FLASHSALE_LOG_FORMAT, FLASHSALE_LOG_LEVEL
+	// KafkaSecurity is TLS and SASL towards the brokers, for every Kafka
+	// client of the service. FLASHSALE_KAFKA_SECURITY_PROTOCOL etc.
+	KafkaSecurity kafkaconf.Security
+	// PublicHTTP and AdminHTTP are the listeners' timeouts and limits:
+	// FLASHSALE_READ_TIMEOUT, FLASHSALE_WRITE_TIMEOUT, FLASHSALE_IDLE_TIMEOUT
+	// and FLASHSALE_CONCURRENCY (shared with the gateway) for both;
+	// FLASHSALE_ORDERSVC_MAX_BODY_BYTES and
+	// FLASHSALE_ORDERSVC_ADMIN_MAX_BODY_BYTES bound their request bodies.
+	PublicHTTP httpserver.Config
+	AdminHTTP  httpserver.Config
 }
 
 // Minimum secret lengths.
@@ -126,11 +133,47 @@ func Load(env pkgconfig.Env, mode Mode) (Config, error) {
 		PaymentWebhookSecret: src.Secret("FLASHSALE_PAYMENT_WEBHOOK_SECRET"),
 		PGDSNDefault:         !src.IsSet("FLASHSALE_PG_DSN"),
 	}
-	if lv := src.String("FLASHSALE_LOG_LEVEL", "info"); c.LogLevel.UnmarshalText([]byte(lv)) != nil {
-		src.Fail("FLASHSALE_LOG_LEVEL", fmt.Errorf("want debug, info, warn or error, got %q", lv))
-	}
+	c.Log = logging.Load(src)
+	c.KafkaSecurity = kafkaconf.Load(src)
+	c.PublicHTTP, c.AdminHTTP = loadHTTP(src)
 	src.RejectUnknown()
 	return c, errors.Join(src.Err(), c.Validate(mode))
+}
+
+// loadHTTP reads the listeners' settings: one set of timeouts, a body
+// bound each (the admin API takes whole sales, the public one small
+// actions).
+func loadHTTP(src *pkgconfig.Source) (public, admin httpserver.Config) {
+	public = httpserver.Config{
+		ReadTimeout:  src.Duration("FLASHSALE_READ_TIMEOUT", 5*time.Second),
+		WriteTimeout: src.Duration("FLASHSALE_WRITE_TIMEOUT", 5*time.Second),
+		IdleTimeout:  src.Duration("FLASHSALE_IDLE_TIMEOUT", 60*time.Second),
+		Concurrency:  src.Int("FLASHSALE_CONCURRENCY", 256*1024),
+		MaxBodyBytes: src.Int("FLASHSALE_ORDERSVC_MAX_BODY_BYTES", 64<<10),
+	}
+	admin = public
+	admin.MaxBodyBytes = src.Int("FLASHSALE_ORDERSVC_ADMIN_MAX_BODY_BYTES", 2<<20)
+	return public, admin
+}
+
+// checkHTTP: the listeners' settings that cannot work (serve only).
+func (c Config) checkHTTP(p *problems) {
+	positive := map[string]time.Duration{"FLASHSALE_READ_TIMEOUT": c.PublicHTTP.ReadTimeout,
+		"FLASHSALE_WRITE_TIMEOUT": c.PublicHTTP.WriteTimeout, "FLASHSALE_IDLE_TIMEOUT": c.PublicHTTP.IdleTimeout}
+	for name, d := range positive {
+		if d <= 0 {
+			p.add(name, "want > 0, got %s", d)
+		}
+	}
+	if c.PublicHTTP.Concurrency <= 0 {
+		p.add("FLASHSALE_CONCURRENCY", "want > 0, got %d", c.PublicHTTP.Concurrency)
+	}
+	if c.PublicHTTP.MaxBodyBytes <= 0 {
+		p.add("FLASHSALE_ORDERSVC_MAX_BODY_BYTES", "want > 0, got %d", c.PublicHTTP.MaxBodyBytes)
+	}
+	if c.AdminHTTP.MaxBodyBytes <= 0 {
+		p.add("FLASHSALE_ORDERSVC_ADMIN_MAX_BODY_BYTES", "want > 0, got %d", c.AdminHTTP.MaxBodyBytes)
+	}
 }
 
 // Validate reports every problem of c for mode at once, each naming its
@@ -166,7 +209,7 @@ func (c Config) checkServers(p *problems) {
 		p.add("FLASHSALE_PG_DSN", "want a postgres:// URL")
 	}
 	if err := redisconn.Validate(c.RedisAddr); err != nil {
-		p.add("FLASHSALE_REDIS_ADDR", "want host:port or a comma-separated list of them (cluster seeds): %v", err)
+		p.add("FLASHSALE_REDIS_ADDR", "want host:port, a comma-separated list of them (cluster seeds) or a redis:// or rediss:// URL: %v", err)
 	}
 	if strings.TrimSpace(c.KafkaBrokers) == "" {
 		p.add("FLASHSALE_KAFKA_BROKERS", "empty")
@@ -248,15 +291,9 @@ func (c Config) checkServe(p *problems) {
 	if c.Addr != "" && c.Addr == c.AdminAddr {
 		p.add("FLASHSALE_ORDERSVC_ADMIN_ADDR", "must differ from FLASHSALE_ORDERSVC_ADDR")
 	}
+	c.checkHTTP(p)
 }
 
 // RedactedDSN is dsn without its password and query (which may carry one),
 // for saying which database a tool uses.
-func RedactedDSN(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(unparsable DSN)"
-	}
-	u.RawQuery, u.Fragment = "", ""
-	return u.Redacted()
-}
+func RedactedDSN(dsn string) string { return pkgconfig.RedactedDSN(dsn) }

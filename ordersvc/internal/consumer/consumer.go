@@ -24,6 +24,7 @@ import (
 	"flashsale/ordersvc/internal/relay"
 	"flashsale/ordersvc/internal/store"
 	"flashsale/pkg/event"
+	"flashsale/pkg/kafkaconf"
 	"flashsale/pkg/stock"
 )
 
@@ -55,7 +56,8 @@ type Config struct {
 	Group           string
 	BatchSize       int
 	BatchWait       time.Duration
-	ShutdownTimeout time.Duration // how long the in-flight batch may take after ctx ends
+	ShutdownTimeout time.Duration      // how long the in-flight batch may take after ctx ends
+	Security        kafkaconf.Security // TLS and SASL towards the brokers
 }
 
 // Consumer is one member of the ordersvc consumer group.
@@ -78,7 +80,7 @@ type Consumer struct {
 // New creates the group consumer and the dead-letter producer. librdkafka
 // connects in the background; nothing is read before Run.
 func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *slog.Logger, m *metrics.Counters) (*Consumer, error) {
-	kc, err := kafka.NewConsumer(&kafka.ConfigMap{
+	consumerCfg := kafka.ConfigMap{
 		"bootstrap.servers": cfg.Brokers,
 		"group.id":          cfg.Group,
 		"client.id":         clientID(),
@@ -116,18 +118,22 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 		"fetch.min.bytes":        fetchMinBytes(cfg.BatchSize),
 		"fetch.wait.max.ms":      max(1, int(cfg.BatchWait/time.Millisecond)),
 		"go.logs.channel.enable": true,
-	})
+	}
+	cfg.Security.Apply(consumerCfg)
+	kc, err := kafka.NewConsumer(&consumerCfg)
 	if err != nil {
 		return nil, fmt.Errorf("create kafka consumer: %w", err)
 	}
-	kp, err := kafka.NewProducer(&kafka.ConfigMap{
+	producerCfg := kafka.ConfigMap{
 		"bootstrap.servers":      cfg.Brokers,
 		"client.id":              clientID(),
 		"acks":                   "all",
 		"enable.idempotence":     true,
 		"linger.ms":              5,
 		"go.logs.channel.enable": true,
-	})
+	}
+	cfg.Security.Apply(producerCfg)
+	kp, err := kafka.NewProducer(&producerCfg)
 	if err != nil {
 		kc.Close()
 		return nil, fmt.Errorf("create dead-letter producer: %w", err)

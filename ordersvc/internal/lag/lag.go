@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"flashsale/pkg/kafkaconf"
 )
 
 // ErrLagging: the consumer group did not reach the high watermarks read at
@@ -64,8 +66,9 @@ type Config struct {
 	Brokers        string
 	Topic          string
 	Group          string
-	RequestTimeout time.Duration // one metadata, offsets or watermark request; default 5s
-	PollInterval   time.Duration // between readings while waiting; default 100ms
+	RequestTimeout time.Duration      // one metadata, offsets or watermark request; default 5s
+	PollInterval   time.Duration      // between readings while waiting; default 100ms
+	Security       kafkaconf.Security // TLS and SASL towards the brokers
 }
 
 // Reader reads the lag through one librdkafka handle. It never joins the
@@ -88,7 +91,7 @@ func New(cfg Config) (*Reader, error) {
 	if cfg.Topic == "" || cfg.Group == "" {
 		return nil, errors.New("lag reader: topic and group are required")
 	}
-	kc, err := kafka.NewConsumer(&kafka.ConfigMap{
+	cm := kafka.ConfigMap{
 		"bootstrap.servers": cfg.Brokers,
 		// librdkafka requires a group id for a consumer handle; this one
 		// never subscribes, so it never joins (or disturbs) any group.
@@ -96,7 +99,9 @@ func New(cfg Config) (*Reader, error) {
 		"enable.auto.commit":       false,
 		"allow.auto.create.topics": false, // reading the lag must not create the topic
 		"log_level":                3,
-	})
+	}
+	cfg.Security.Apply(cm)
+	kc, err := kafka.NewConsumer(&cm)
 	if err != nil {
 		return nil, fmt.Errorf("create lag reader: %w", err)
 	}

@@ -30,6 +30,8 @@ type Counters struct {
 	// AbandonedUnattributed: such reservations, at the last pass, that
 	// could not be returned (item not noted): a repair's (a gauge).
 	AbandonedUnattributed atomic.Int64
+	// Panics: handler panics answered 500 (pkg/httpserver.Recover): a bug.
+	Panics atomic.Int64
 
 	batchNanos atomic.Int64 // sum of batch durations
 	batchCount atomic.Int64
@@ -150,6 +152,7 @@ func (c *Counters) WriteTo(w io.Writer) (int64, error) {
 	counter("releases_total", "Stock-release outbox rows handled.", c.Releases.Load())
 	counter("batch_retries_total", "Failed attempts to persist or dead-letter a batch, retried.", c.BatchRetries.Load())
 	counter("orders_paid_total", "Orders paid.", c.OrdersPaid.Load())
+	counter("http_panics_total", "Handler panics answered 500 (a bug: the log has the stack).", c.Panics.Load())
 	counter("orders_cancelled_total", "Orders cancelled by their owner.", c.OrdersCancelled.Load())
 	counter("orders_expired_total", "Orders expired by this process's sweeper.", c.OrdersExpired.Load())
 	counter("reservations_abandoned_released_total", "Reservations no order backed (gateway died before publishing), released after the in-flight window.", c.AbandonedReleased.Load())

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,7 +45,7 @@ func (s *Service) ReleaseAbandoned(ctx context.Context, saleID int64) (Abandonme
 	if err != nil {
 		return res, err
 	}
-	cands := s.overdue(holders, time.Now())
+	cands := s.overdue(saleID, holders, time.Now())
 	if len(cands) == 0 {
 		return res, nil
 	}
@@ -98,10 +100,14 @@ type overdueHolder struct {
 }
 
 // overdue lists the holders whose order id is older than the in-flight
-// window, in a stable order.
-func (s *Service) overdue(holders map[string]string, now time.Time) []overdueHolder {
+// window, in a stable order, leaving out those an earlier pass found with
+// a row.
+func (s *Service) overdue(saleID int64, holders map[string]string, now time.Time) []overdueHolder {
 	var out []overdueHolder
 	for user, order := range holders {
+		if s.persisted.has(saleID, order) {
+			continue
+		}
 		id, err := uuid.Parse(order)
 		if err != nil {
 			continue // no gateway mints such an id; reconcile reports it
@@ -129,12 +135,16 @@ func (s *Service) unexplained(ctx context.Context, saleID int64, hs []overdueHol
 	}
 	var noRow []overdueHolder
 	var plain []holder
+	withRow := make([]string, 0, len(rows))
 	for _, h := range hs {
-		if _, ok := rows[h.id]; !ok {
+		if _, ok := rows[h.id]; ok {
+			withRow = append(withRow, h.order)
+		} else {
 			noRow = append(noRow, h)
 			plain = append(plain, h.holder)
 		}
 	}
+	s.persisted.add(saleID, withRow)
 	owners, err := s.acceptedOwners(ctx, plain)
 	if err != nil {
 		return nil, err
@@ -162,6 +172,7 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 	}
 	stuck := map[int64]int{} // sale -> abandoned reservations of unknown item, at the last pass
 	s.everyOpenSale(ctx, interval, log, "abandoned reservations: list open sales", func(ids []int64) {
+		s.persisted.keep(ids)
 		var unattributed int
 		for _, id := range ids {
 			actx, cancel := context.WithTimeout(ctx, s.abandonTimeout())
@@ -195,4 +206,52 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 		}
 	})
 	return nil
+}
+
+// persisted remembers, per open sale, the holders' order ids already seen
+// with an order row. A row is never deleted, so such a holder is explained
+// for good and later passes need not ask PostgreSQL about it again. Without
+// it every pass re-read every holder of every open sale: with a few dozen
+// 10,000-unit sales open (an afternoon of demos and tests), 20% of a core
+// between the order service, PostgreSQL and Redis, all the time.
+type persisted struct {
+	mu    sync.Mutex
+	sales map[int64]map[string]struct{}
+}
+
+func (p *persisted) has(saleID int64, orderID string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.sales[saleID][orderID]
+	return ok
+}
+
+func (p *persisted) add(saleID int64, orderIDs []string) {
+	if len(orderIDs) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sales == nil {
+		p.sales = map[int64]map[string]struct{}{}
+	}
+	ids := p.sales[saleID]
+	if ids == nil {
+		ids = make(map[string]struct{}, len(orderIDs))
+		p.sales[saleID] = ids
+	}
+	for _, id := range orderIDs {
+		ids[id] = struct{}{}
+	}
+}
+
+// keep forgets the sales not in open (ended ones are not watched).
+func (p *persisted) keep(open []int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id := range p.sales {
+		if !slices.Contains(open, id) {
+			delete(p.sales, id)
+		}
+	}
 }

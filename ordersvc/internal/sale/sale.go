@@ -103,7 +103,8 @@ type Service struct {
 	tracker *lag.Tracker      // periodic lag readings for Status; nil: none
 	metrics *metrics.Counters // reconcile verdicts exported; nil: none
 
-	verdicts verdicts
+	verdicts  verdicts
+	persisted persisted // holders known to have an order row (abandon.go)
 }
 
 // NewService builds a service.

@@ -1,0 +1,28 @@
+package sale
+
+import "testing"
+
+// The memo of holders with a row answers per sale and forgets the sales
+// that are no longer open.
+func TestPersistedMemo(t *testing.T) {
+	var p persisted
+	if p.has(1, "a") {
+		t.Fatal("empty memo knows an order")
+	}
+	p.add(1, []string{"a", "b"})
+	p.add(2, []string{"c"})
+	p.add(3, nil)
+	for _, c := range []struct {
+		sale  int64
+		order string
+		want  bool
+	}{{1, "a", true}, {1, "b", true}, {1, "c", false}, {2, "c", true}, {2, "a", false}, {3, "a", false}} {
+		if got := p.has(c.sale, c.order); got != c.want {
+			t.Errorf("has(%d, %q) = %v, want %v", c.sale, c.order, got, c.want)
+		}
+	}
+	p.keep([]int64{2, 4})
+	if p.has(1, "a") || !p.has(2, "c") {
+		t.Fatalf("after keep(2, 4): sale 1 still known %v, sale 2 forgotten %v", p.has(1, "a"), !p.has(2, "c"))
+	}
+}

@@ -1,0 +1,98 @@
+// Package httpserver builds the fasthttp servers of both services from
+// their typed configuration, the same way: configured timeouts and
+// limits, the JSON error body for requests fasthttp cannot read, fasthttp's
+// messages on the service's logger, and every handler behind Recover.
+package httpserver
+
+import (
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"flashsale/pkg/httperr"
+	"flashsale/pkg/logging"
+)
+
+// Config is a listener's part of a service's configuration.
+type Config struct {
+	ReadTimeout  time.Duration // reading one request, headers and body
+	WriteTimeout time.Duration // writing one answer
+	IdleTimeout  time.Duration // a keep-alive connection between requests
+	// MaxBodyBytes bounds a request body (413 PAYLOAD_TOO_LARGE past it).
+	MaxBodyBytes int
+	// Concurrency bounds the connections served at once.
+	Concurrency int
+	// MaxConnsPerIP bounds one client address's connections (0: no bound).
+	MaxConnsPerIP int
+}
+
+// Option adjusts one server.
+type Option func(*fasthttp.Server, *settings)
+
+type settings struct{ onPanic func() }
+
+// OnPanic is called after a handler panic has been answered, e.g. to count
+// it on /metrics.
+func OnPanic(f func()) Option { return func(_ *fasthttp.Server, s *settings) { s.onPanic = f } }
+
+// RawHeaderNames keeps header names as sent instead of normalizing their
+// case (a cost on every request the gateway's hot path does not pay; its
+// handlers look headers up in canonical case, as clients send them).
+func RawHeaderNames() Option {
+	return func(srv *fasthttp.Server, _ *settings) { srv.DisableHeaderNamesNormalizing = true }
+}
+
+// readBufferSize bounds a request's headers: larger ones get 431.
+const readBufferSize = 8192
+
+// New returns the server named name serving h, wrapped in Recover.
+func New(name string, h fasthttp.RequestHandler, cfg Config, log *slog.Logger, opts ...Option) *fasthttp.Server {
+	srv := &fasthttp.Server{
+		Name:               name,
+		ReadTimeout:        cfg.ReadTimeout,
+		WriteTimeout:       cfg.WriteTimeout,
+		IdleTimeout:        cfg.IdleTimeout,
+		MaxRequestBodySize: cfg.MaxBodyBytes,
+		Concurrency:        cfg.Concurrency,
+		MaxConnsPerIP:      cfg.MaxConnsPerIP,
+		ReadBufferSize:     readBufferSize,
+		// Shutdown closes idle keep-alive connections instead of waiting
+		// out IdleTimeout on each.
+		CloseOnShutdown:       true,
+		NoDefaultServerHeader: true,
+		NoDefaultDate:         true,
+		Logger:                logging.Printf{Log: log},
+		ErrorHandler:          httperr.ParseError,
+	}
+	var s settings
+	for _, o := range opts {
+		o(srv, &s)
+	}
+	srv.Handler = Recover(log, s.onPanic, h)
+	return srv
+}
+
+// Recover answers a panicking handler's request with 500 and the JSON
+// error body, logs the panic with its stack at error level (someone must
+// act: it is a bug), and calls onPanic (nil: nothing) so it can be
+// counted. The process goes on serving.
+func Recover(log *slog.Logger, onPanic func(), next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			log.Error("handler panic", "panic", p, "method", string(ctx.Method()), "path", string(ctx.Path()),
+				"stack", string(debug.Stack()))
+			ctx.Response.Reset()
+			httperr.ErrInternal.Write(ctx)
+			if onPanic != nil {
+				onPanic()
+			}
+		}()
+		next(ctx)
+	}
+}
