@@ -2,7 +2,7 @@ package faults
 
 // Faults of the three-node Kafka cluster (make up CLUSTER=1: replication
 // factor 3, min.insync.replicas 2, no unclean leader election; nodes are
-// fenced 4 s after their last heartbeat, deploy/kafka.sh). The services
+// fenced 4 s after their last heartbeat, deploy/stack/kafka-node.sh). The services
 // use the one-node Redis: these tests are about the broker.
 
 import (
@@ -153,7 +153,7 @@ func TestKafkaLeaderKilled(t *testing.T) {
 }
 
 // Each node advertises a PROXIED listener at a port where the test puts a
-// toxiproxy (deploy/kafka.sh); the gateway bootstraps through the three
+// toxiproxy (deploy/stack/kafka-node.sh); the gateway bootstraps through the three
 // proxies, so every byte between it and each broker crosses one. First the
 // partition's leader is cut off from the gateway (a black hole both ways:
 // the broker itself healthy, still leader): purchases answer 503 within the

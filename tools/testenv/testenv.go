@@ -195,7 +195,7 @@ func KafkaPartitions() (int, error) {
 const KafkaClusterNodes = 3
 
 // KafkaClusterPort is the client port of Kafka cluster node id (1-based):
-// FLASHSALE_KAFKA_CLUSTER_PORT (19101) + id - 1, as deploy/kafka.sh lays
+// FLASHSALE_KAFKA_CLUSTER_PORT (19101) + id - 1, as deploy/stack/kafka-node.sh lays
 // them out.
 func KafkaClusterPort(id int) int {
 	base, err := strconv.Atoi(stackSetting("FLASHSALE_KAFKA_CLUSTER_PORT"))
