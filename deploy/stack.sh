@@ -17,8 +17,12 @@
 # Every command is idempotent. See deploy/README.md.
 set -euo pipefail
 
+# stack_env KEY: KEY's line in deploy/stack.env, for the usage text (the
+# environment may override the value in use).
+stack_env() { sed -n "s/^$1=//p" "$ROOT/deploy/stack.env"; }
+
 usage() {
-	cat <<'USAGE'
+	cat <<USAGE
 usage: deploy/stack.sh COMMAND [SERVICE]
 
   up                      install missing packages, start every service, wait until each answers
@@ -37,19 +41,19 @@ usage: deploy/stack.sh COMMAND [SERVICE]
 
 environment (defaults in brackets; the ports' defaults are deploy/stack.env's):
   FLASHSALE_STACK_DIR          data, logs and pid files [<repo>/.stack]
-  FLASHSALE_REDIS_PORT         [16379]
-  FLASHSALE_PG_PORT            [15432]
-  FLASHSALE_KAFKA_PORT         one-node Kafka's client port; controller +1, proxied listener +2/+3 [19092]
+  FLASHSALE_REDIS_PORT         [$(stack_env FLASHSALE_REDIS_PORT)]
+  FLASHSALE_PG_PORT            [$(stack_env FLASHSALE_PG_PORT)]
+  FLASHSALE_KAFKA_PORT         one-node Kafka's client port; controller +1, proxied listener +2/+3 [$(stack_env FLASHSALE_KAFKA_PORT)]
   FLASHSALE_KAFKA_CLUSTER_PORT first client port of the 3-node Kafka cluster; controllers +10,
-                               proxied listeners +20/+30 [19101]
-  FLASHSALE_KAFKA_PARTITIONS   partitions of the flash-sale topics and of auto-created ones [12]
+                               proxied listeners +20/+30 [$(stack_env FLASHSALE_KAFKA_CLUSTER_PORT)]
+  FLASHSALE_KAFKA_PARTITIONS   partitions of the flash-sale topics and of auto-created ones [$(stack_env FLASHSALE_KAFKA_PARTITIONS)]
   FLASHSALE_KAFKA_HEAP         JVM heap flags of each Kafka node [-Xms256m -Xmx1g]
   FLASHSALE_KAFKA_WAIT         seconds to wait for Kafka to list its brokers [120]
   KAFKA_HOME                   an Apache Kafka 4.x distribution to run instead of Maven Central's jars
   FLASHSALE_STACK_WAIT         seconds to wait for a service to answer [60]
   FLASHSALE_CLUSTER            1: up, status and down include the Redis Cluster and the Kafka
                                cluster [0] (FLASHSALE_REDIS_CLUSTER is read too)
-  FLASHSALE_REDIS_CLUSTER_PORT first of the 6 cluster node ports [17001]; each node's
+  FLASHSALE_REDIS_CLUSTER_PORT first of the 6 cluster node ports [$(stack_env FLASHSALE_REDIS_CLUSTER_PORT)]; each node's
                                cluster bus is its port + 10000 (port - 10000 above 55535)
 USAGE
 }
