@@ -16,16 +16,21 @@ export CGO_ENABLED := 1
 FUZZTIME ?= 10s
 export FUZZTIME
 CLUSTER ?= $(or $(FLASHSALE_CLUSTER),$(FLASHSALE_REDIS_CLUSTER),0)
+# MONITOR=1 (make up MONITOR=1) adds a Prometheus scraping the demo's
+# services with deploy/monitoring's rules (deploy/prometheus.sh).
+MONITOR ?= 0
 
 .PHONY: help up down status build test check vet fmt demo bench faults fuzz contract clean modules
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-up: ## start the local stack (Redis, PostgreSQL, Apache Kafka; CLUSTER=1 adds a Redis Cluster and a 3-node Kafka cluster), installing what is missing
+up: ## start the local stack (Redis, PostgreSQL, Apache Kafka; CLUSTER=1 adds a Redis Cluster and a 3-node Kafka cluster; MONITOR=1 a Prometheus), installing what is missing
 	@FLASHSALE_CLUSTER=$(CLUSTER) bash deploy/stack.sh up
+	@if [ "$(MONITOR)" = 1 ]; then FLASHSALE_CLUSTER=$(CLUSTER) bash deploy/prometheus.sh up; fi
 
 down: ## stop the local stack (data kept under .stack/)
+	@bash deploy/prometheus.sh down
 	@bash deploy/stack.sh down
 
 status: ## show the local stack

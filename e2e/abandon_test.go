@@ -165,8 +165,8 @@ func TestDeadGatewayReservationsComeBack(t *testing.T) {
 	}
 	// The counter is the process's: it also counts abandoned reservations
 	// of other open sales in the shared database.
-	if n := metricSum(t, s.AdminURL, "reservations_abandoned_released_total"); n < units {
-		t.Errorf("reservations_abandoned_released_total = %v, want at least %d", n, units)
+	if n := metricSum(t, s.AdminURL, "flashsale_ordersvc_reservations_abandoned_released_total"); n < units {
+		t.Errorf("flashsale_ordersvc_reservations_abandoned_released_total = %v, want at least %d", n, units)
 	}
 	if log := s.Log("ordersvc"); !strings.Contains(log, "abandoned reservations released") {
 		t.Errorf("ordersvc logged no release of abandoned reservations:\n%s", log)

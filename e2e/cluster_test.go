@@ -33,8 +33,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,6 +43,7 @@ import (
 	"flashsale/pkg/stock"
 	"flashsale/tools/audit"
 	"flashsale/tools/harness"
+	"flashsale/tools/scrape"
 	"flashsale/tools/testenv"
 )
 
@@ -259,27 +258,15 @@ func (c *clusterSale) reconcileRepair(ctx context.Context) string {
 	}
 }
 
-// metricSum adds every sample of a metric (all label sets) at baseURL.
+// metricSum adds every series of a metric (all label sets) at baseURL,
+// read with Prometheus' own parser.
 func metricSum(t *testing.T, baseURL, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(baseURL + "/metrics")
+	fams, err := scrape.Get(t.Context(), nil, baseURL+"/metrics")
 	if err != nil {
 		t.Fatalf("metrics of %s: %v", baseURL, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var sum float64
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
-			sum += v
-		}
-	}
-	return sum
+	return fams.Sum(name)
 }
 
 func pgPool(t *testing.T, ctx context.Context) *pgxpool.Pool {
@@ -328,7 +315,7 @@ func TestClusterSale(t *testing.T) {
 			// group's total is what must match.
 			var persisted float64
 			for _, u := range s.OrdersvcAdminURLs {
-				persisted += metricSum(t, u, "orders_persisted_total")
+				persisted += metricSum(t, u, "flashsale_ordersvc_orders_persisted_total")
 			}
 			if persisted != units {
 				t.Errorf("the group persisted %v orders, want %d", persisted, units)
@@ -466,7 +453,7 @@ func busiestOrdersvc(t *testing.T, s *harness.Stack) string {
 	t.Helper()
 	best, most := s.OrdersvcNames()[0], -1.0
 	for i, u := range s.OrdersvcAdminURLs {
-		if n := metricSum(t, u, "orders_persisted_total"); n > most {
+		if n := metricSum(t, u, "flashsale_ordersvc_orders_persisted_total"); n > most {
 			best, most = s.OrdersvcNames()[i], n
 		}
 	}

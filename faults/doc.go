@@ -1,6 +1,6 @@
 // Package faults proves the flash sale's promises under faults: it stops,
 // restarts, kills, stalls and degrades the real servers of the local stack
-// (deploy/stack.sh) and the real gateway and order service binaries
+// (deploy/stack/, through tools/stackctl) and the real gateway and order service binaries
 // (tools/harness) in the middle of a sale, watches what shoppers are told,
 // and ends every scenario with the invariant audit of tools/audit.
 //

@@ -2,7 +2,7 @@ package faults
 
 // Faults of the three-node Kafka cluster (make up CLUSTER=1: replication
 // factor 3, min.insync.replicas 2, no unclean leader election; nodes are
-// fenced 4 s after their last heartbeat, deploy/kafka.sh). The services
+// fenced 4 s after their last heartbeat, deploy/stack/kafka-node.sh). The services
 // use the one-node Redis: these tests are about the broker.
 
 import (
@@ -10,13 +10,13 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"flashsale/tools/harness"
 	"flashsale/tools/outcome"
+	"flashsale/tools/stackctl"
 	"flashsale/tools/testenv"
 )
 
@@ -62,8 +62,10 @@ func (sl *sale) midSale(ctx context.Context, bootstrap string, rate, n int) (int
 // when the test ends, whatever happens.
 func killKafkaNode(t *testing.T, id int) {
 	t.Helper()
-	ensureStarted(t, "kafka-cluster")
-	stack(t, "kafka-kill-node", strconv.Itoa(id))
+	ensureStarted(t, stackctl.KafkaCluster)
+	if _, err := stackctl.KillKafkaNode(testenv.Context(t), id); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitRecovery waits until a purchase sent in phase p was accepted.
@@ -139,7 +141,7 @@ func TestKafkaLeaderKilled(t *testing.T) {
 	}
 	sl.checkOnly("answers with the leader dead", within(killed), outcome.Accepted, outcome.Unavailable)
 	sl.checkUnavailable("leader dead", within(killed))
-	startServer(t, "kafka-cluster")
+	startServer(t, stackctl.KafkaCluster)
 	sl.setPhase(restarted)
 	sl.finish(ctx, d, rest)
 
@@ -151,7 +153,7 @@ func TestKafkaLeaderKilled(t *testing.T) {
 }
 
 // Each node advertises a PROXIED listener at a port where the test puts a
-// toxiproxy (deploy/kafka.sh); the gateway bootstraps through the three
+// toxiproxy (deploy/stack/kafka-node.sh); the gateway bootstraps through the three
 // proxies, so every byte between it and each broker crosses one. First the
 // partition's leader is cut off from the gateway (a black hole both ways:
 // the broker itself healthy, still leader): purchases answer 503 within the
@@ -247,7 +249,7 @@ func TestKafkaBrokerCutOff(t *testing.T) {
 		t.Errorf("partition %d with follower %d dead: leader %d ISR %v, want leader %d and the two live replicas", part, follower, shrunk.leader, shrunk.isr, st.leader)
 	}
 	acceptedOnTwo := sl.count(func(a answer) bool { return a.phase == followerDead && a.kind == outcome.Accepted })
-	startServer(t, "kafka-cluster")
+	startServer(t, stackctl.KafkaCluster)
 	sl.setPhase(restarted)
 	sl.finish(ctx, d, rest)
 
@@ -292,13 +294,15 @@ func TestKafkaTwoBrokersDown(t *testing.T) {
 	}
 	sl.setPhase(down)
 	time.Sleep(3 * time.Second)
-	failingFast, err := metric(ctx, s.GatewayAdminURL+"/metrics", "publish_failing_fast")
+	failingFast, err := metric(ctx, s.GatewayAdminURL+"/metrics", "flashsale_gateway_publish_failing_fast")
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
 	sl.setPhase(oneBack)
-	stack(t, "kafka-start-node", strconv.Itoa(followers[0]))
+	if err := stackctl.StartKafkaNode(ctx, followers[0]); err != nil {
+		t.Fatal(err)
+	}
 	back, ok := sl.waitRecovery(oneBack, 60*time.Second)
 	stop()
 
@@ -323,7 +327,7 @@ func TestKafkaTwoBrokersDown(t *testing.T) {
 	if !ok {
 		t.Errorf("no purchase accepted within 60s of one node coming back (%s)", sl.summary(within(oneBack)))
 	}
-	startServer(t, "kafka-cluster")
+	startServer(t, stackctl.KafkaCluster)
 	sl.setPhase(allBack)
 	sl.finish(ctx, d, rest)
 

@@ -7,6 +7,7 @@ import (
 
 	"flashsale/tools/harness"
 	"flashsale/tools/outcome"
+	"flashsale/tools/stackctl"
 	"flashsale/tools/testenv"
 )
 
@@ -17,7 +18,7 @@ import (
 // broker persists acknowledged records in its DataDir).
 func TestBrokerStoppedMidSale(t *testing.T) {
 	r := &row{Fault: "2. Kafka broker stopped mid-sale",
-		Injected: "deploy/stack.sh stop kafka (SIGTERM) at ~1/4 sold, crowd 150 req/s; 3s outage; start kafka; FLASHSALE_PUBLISH_TIMEOUT=1s"}
+		Injected: "deploy/stack/kafka.sh stop (SIGTERM) at ~1/4 sold, crowd 150 req/s; 3s outage; start kafka; FLASHSALE_PUBLISH_TIMEOUT=1s"}
 	record(t, r)
 	s := harness.Start(t, harness.Options{Env: baseEnv(nil)})
 	d := dial(t)
@@ -34,8 +35,8 @@ func TestBrokerStoppedMidSale(t *testing.T) {
 	stop := sl.crowd(ctx, 150, 64)
 	sl.waitAccepted(qty/4, 20*time.Second)
 	stopping := time.Now()
-	stopServer(t, "kafka")
-	t.Logf("deploy/stack.sh stop kafka took %v", time.Since(stopping))
+	stopServer(t, stackctl.Kafka)
+	t.Logf("deploy/stack/kafka.sh stop took %v", time.Since(stopping))
 	sl.setPhase(down)
 	time.Sleep(3 * time.Second)
 	stop()
@@ -56,7 +57,7 @@ func TestBrokerStoppedMidSale(t *testing.T) {
 			left, len(holders), len(before), qty)
 	}
 
-	startServer(t, "kafka")
+	startServer(t, stackctl.Kafka)
 	sl.setPhase(back)
 	sl.untilSoldOut(ctx, 150, 64, 60*time.Second)
 	accepted := sl.acceptedCopy()

@@ -37,7 +37,7 @@ func newNetFault(t *testing.T, name, upstream string) *netFault {
 }
 
 // newNetFaultAt is newNetFault on a fixed address: where a Kafka node
-// advertises its PROXIED listener (deploy/kafka.sh), so that a client
+// advertises its PROXIED listener (deploy/stack/kafka-node.sh), so that a client
 // bootstrapped through the proxy keeps using it for that broker.
 func newNetFaultAt(t *testing.T, name, addr, upstream string) *netFault {
 	t.Helper()
@@ -208,7 +208,7 @@ func TestRedisNetworkFaults(t *testing.T) {
 // tells clients in its metadata where the brokers are, so a TCP proxy in
 // front of the bootstrap address alone changes nothing; the local node
 // therefore has a second listener, PROXIED, that advertises the proxy's
-// address (deploy/kafka.sh): a client bootstrapped through the proxy keeps
+// address (deploy/stack/kafka-node.sh): a client bootstrapped through the proxy keeps
 // using it. The test black-holes that proxy (every byte swallowed both
 // ways: a partition between the gateway and the broker, the broker itself
 // healthy), then freezes the broker (SIGSTOP keeps its sockets open and

@@ -8,6 +8,7 @@ import (
 
 	"flashsale/tools/harness"
 	"flashsale/tools/outcome"
+	"flashsale/tools/stackctl"
 	"flashsale/tools/testenv"
 )
 
@@ -17,7 +18,7 @@ import (
 // and polling answers 503 while the database is away.
 func TestPostgresStoppedMidSale(t *testing.T) {
 	r := &row{Fault: "4. PostgreSQL stopped mid-sale",
-		Injected: "deploy/stack.sh stop postgres (pg_ctl -m fast) at ~1/4 sold, crowd 150 req/s then 40 req/s; 4s outage; polls of a persisted and of an unpersisted order; start postgres"}
+		Injected: "deploy/stack/postgres.sh stop (pg_ctl -m fast) at ~1/4 sold, crowd 150 req/s then 40 req/s; 4s outage; polls of a persisted and of an unpersisted order; start postgres"}
 	record(t, r)
 	s := harness.Start(t, harness.Options{Env: baseEnv(nil)})
 	d := dial(t)
@@ -40,11 +41,11 @@ func TestPostgresStoppedMidSale(t *testing.T) {
 		break
 	}
 
-	retriesBefore, err := metric(ctx, s.AdminURL+"/metrics", "batch_retries_total")
+	retriesBefore, err := metric(ctx, s.AdminURL+"/metrics", "flashsale_ordersvc_batch_retries_total")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopServer(t, "postgres")
+	stopServer(t, stackctl.Postgres)
 	outage := time.Now()
 	sl.setPhase(down)
 	stop = sl.crowd(ctx, 40, 64) // slower: the sale must outlast the outage
@@ -80,7 +81,7 @@ func TestPostgresStoppedMidSale(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second)
 	stop()
-	startServer(t, "postgres")
+	startServer(t, stackctl.Postgres)
 	outageLasted := time.Since(outage)
 	sl.setPhase(back)
 	sl.untilSoldOut(ctx, 150, 64, 30*time.Second)
@@ -99,7 +100,7 @@ func TestPostgresStoppedMidSale(t *testing.T) {
 		t.Errorf("%d messages dead-lettered during a PostgreSQL outage, want none", len(dead))
 	}
 	sl.checkOnly("purchases during the outage", within(down), outcome.Accepted)
-	retries, err := metric(ctx, s.AdminURL+"/metrics", "batch_retries_total")
+	retries, err := metric(ctx, s.AdminURL+"/metrics", "flashsale_ordersvc_batch_retries_total")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"flashsale/tools/harness"
 	"flashsale/tools/outcome"
+	"flashsale/tools/stackctl"
 	"flashsale/tools/testenv"
 )
 
@@ -18,7 +19,7 @@ import (
 // on to sell exactly its quantity.
 func TestRedisRestartMidSale(t *testing.T) {
 	r := &row{Fault: "1. Redis restarted mid-sale",
-		Injected: "deploy/stack.sh stop + start redis (no persistence: every key lost) at ~1/4 sold, crowd 150 req/s; 1.5s with keys missing; then reconcile?repair=true"}
+		Injected: "deploy/stack/redis.sh stop + start (no persistence: every key lost) at ~1/4 sold, crowd 150 req/s; 1.5s with keys missing; then reconcile?repair=true"}
 	record(t, r)
 	s := harness.Start(t, harness.Options{Env: baseEnv(nil)})
 	d := dial(t)
@@ -36,11 +37,11 @@ func TestRedisRestartMidSale(t *testing.T) {
 	stop := sl.crowd(ctx, 150, 64)
 	sl.waitAccepted(qty/4, 20*time.Second)
 
-	stopServer(t, "redis")
+	stopServer(t, stackctl.Redis)
 	sl.setPhase(down) // only now: Redis answers until its shutdown completes
 	time.Sleep(500 * time.Millisecond)
 	sl.setPhase(notLoad) // from the first instant Redis answers again, its keys are gone
-	startServer(t, "redis")
+	startServer(t, stackctl.Redis)
 	time.Sleep(1500 * time.Millisecond)
 	info, err := sl.info(ctx)
 	if err != nil {
@@ -124,8 +125,8 @@ func TestRedisRestartWithOrdersInFlight(t *testing.T) {
 	for _, a := range sl.where(func(a answer) bool { return a.phase == held && a.kind == outcome.Accepted }) {
 		order, user = a.orderID, a.user
 	}
-	stopServer(t, "redis")
-	startServer(t, "redis")
+	stopServer(t, stackctl.Redis)
+	startServer(t, stackctl.Redis)
 	pollCode, pollStatus, err := poll(ctx, s, order, token(t, user))
 	if err != nil {
 		t.Fatal(err)

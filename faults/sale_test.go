@@ -22,6 +22,7 @@ import (
 	"flashsale/tools/audit"
 	"flashsale/tools/harness"
 	"flashsale/tools/outcome"
+	"flashsale/tools/scrape"
 	"flashsale/tools/testenv"
 )
 
@@ -594,25 +595,18 @@ func (sl *sale) slowest(sel func(answer) bool, n int) string {
 	return strings.Join(parts, "; ")
 }
 
-// metric reads one counter or gauge from a /metrics page: the value of the
-// first line whose name ends with name (any namespace prefix), no labels.
+// metric reads one counter or gauge from a /metrics page (url), parsed by
+// Prometheus' own parser: the first series of the family name.
 func metric(ctx context.Context, url, name string) (float64, error) {
-	code, body, _, err := harness.Do(ctx, "GET", url, "", nil)
+	fams, err := scrape.Get(ctx, nil, url)
 	if err != nil {
 		return 0, err
 	}
-	if code != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: %d", url, code)
+	v, ok := fams.Value(name)
+	if !ok {
+		return 0, fmt.Errorf("no metric %s at %s", name, url)
 	}
-	for _, line := range strings.Split(string(body), "\n") {
-		k, v, ok := strings.Cut(line, " ")
-		if ok && !strings.HasPrefix(line, "#") && strings.HasSuffix(k, name) {
-			var f float64
-			_, err := fmt.Sscan(v, &f)
-			return f, err
-		}
-	}
-	return 0, fmt.Errorf("no metric %s at %s", name, url)
+	return v, nil
 }
 
 // unannounced counts the sale's order rows whose id no shopper was given in

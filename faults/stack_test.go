@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,52 +13,22 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/rueidis"
 
+	"flashsale/tools/stackctl"
 	"flashsale/tools/testenv"
 )
 
-// repoRoot is the folder of go.work, where deploy/stack.sh lives.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOWORK").Output()
-	if err != nil {
-		t.Fatalf("go env GOWORK: %v", err)
-	}
-	w := strings.TrimSpace(string(out))
-	if w == "" || w == "off" {
-		t.Fatal("the fault tests drive deploy/stack.sh and build the workspace's binaries: run them inside the repository with go.work")
-	}
-	return filepath.Dir(w)
-}
-
-// stackDir is where deploy/stack.sh keeps pid files (FLASHSALE_STACK_DIR).
-func stackDir(t testing.TB) string {
-	if d := os.Getenv("FLASHSALE_STACK_DIR"); d != "" {
-		return d
-	}
-	return filepath.Join(repoRoot(t), ".stack")
-}
-
-// stack runs deploy/stack.sh with the test's environment, so a stack on
-// other ports (FLASHSALE_*_PORT, FLASHSALE_STACK_DIR) is driven the same way.
-func stack(t testing.TB, args ...string) {
-	t.Helper()
-	cmd := exec.Command("bash", append([]string{filepath.Join(repoRoot(t), "deploy", "stack.sh")}, args...)...)
-	cmd.Dir = repoRoot(t)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("deploy/stack.sh %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
+// The servers are stopped, started and killed through tools/stackctl, which
+// runs the one script of deploy/stack/ that owns each.
 
 // ensureStarted registers a cleanup that starts the service again (start is
 // idempotent) and waits until it answers, so a failing test never leaves
 // the stack broken for the next one.
-func ensureStarted(t *testing.T, svc string) {
+func ensureStarted(t *testing.T, svc stackctl.Service) {
 	t.Cleanup(func() {
-		cmd := exec.Command("bash", filepath.Join(repoRoot(t), "deploy", "stack.sh"), "start", svc)
-		cmd.Dir = repoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("restore %s: deploy/stack.sh start: %v\n%s", svc, err, out)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := svc.Start(ctx); err != nil {
+			t.Errorf("restore %s: %v", svc, err)
 			return
 		}
 		if err := waitAnswers(svc, 60*time.Second); err != nil {
@@ -73,35 +40,39 @@ func ensureStarted(t *testing.T, svc string) {
 // stopServer stops a stack server (Redis: keys lost; PostgreSQL: fast
 // shutdown; Kafka: SIGTERM, acked records stay on disk) and makes sure it
 // is started again when the test ends.
-func stopServer(t *testing.T, svc string) {
+func stopServer(t *testing.T, svc stackctl.Service) {
 	t.Helper()
 	ensureStarted(t, svc)
-	stack(t, "stop", svc)
+	if err := svc.Stop(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // startServer starts a stack server and waits until it answers.
-func startServer(t *testing.T, svc string) {
+func startServer(t *testing.T, svc stackctl.Service) {
 	t.Helper()
-	stack(t, "start", svc)
+	if err := svc.Start(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
 	if err := waitAnswers(svc, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // waitAnswers waits until the service answers a real request, not just TCP.
-func waitAnswers(svc string, bound time.Duration) error {
+func waitAnswers(svc stackctl.Service, bound time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	var last error
 	for ctx.Err() == nil {
 		switch svc {
-		case "redis":
+		case stackctl.Redis:
 			last = pingRedis(ctx)
-		case "postgres":
+		case stackctl.Postgres:
 			last = pingPostgres(ctx)
-		case "kafka":
+		case stackctl.Kafka:
 			last = pingKafka(ctx)
-		case "kafka-cluster":
+		case stackctl.KafkaCluster:
 			last = pingKafkaCluster(ctx)
 		default:
 			return fmt.Errorf("unknown service %s", svc)
@@ -132,38 +103,23 @@ func pingPostgres(ctx context.Context) error {
 	return c.Ping(ctx)
 }
 
-// thawLeftover sends SIGCONT to the broker named by stack.sh's pid file,
-// if there is one. Errors are ignored: the tests that need the broker fail
-// on their own, with a clearer message.
+// thawLeftover sends SIGCONT to the stack's broker, if it runs. Errors
+// are ignored: the tests that need the broker fail on their own, with a
+// clearer message.
 func thawLeftover() {
-	out, err := exec.Command("go", "env", "GOWORK").Output()
-	if err != nil {
-		return
-	}
-	dir := os.Getenv("FLASHSALE_STACK_DIR")
-	if dir == "" {
-		dir = filepath.Join(filepath.Dir(strings.TrimSpace(string(out))), ".stack")
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "kafka", "single", "kafka.pid"))
-	if err != nil {
-		return
-	}
-	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if pid, err := stackctl.KafkaPid(ctx); err == nil {
 		_ = syscall.Kill(pid, syscall.SIGCONT)
 	}
 }
 
-// brokerPid is the Kafka-protocol broker's process id, from stack.sh's pid
-// file.
+// brokerPid is the one-node broker's process id.
 func brokerPid(t testing.TB) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(stackDir(t), "kafka", "single", "kafka.pid"))
+	pid, err := stackctl.KafkaPid(testenv.Context(t))
 	if err != nil {
-		t.Fatalf("broker pid file: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("broker pid file: %v", err)
+		t.Fatal(err)
 	}
 	return pid
 }
@@ -197,7 +153,7 @@ func freezeBroker(t *testing.T) (thaw func()) {
 // offsets are on disk) and starts it again.
 func crashBroker(t *testing.T) {
 	t.Helper()
-	ensureStarted(t, "kafka")
+	ensureStarted(t, stackctl.Kafka)
 	pid := brokerPid(t)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("SIGKILL broker %d: %v", pid, err)
@@ -212,5 +168,5 @@ func crashBroker(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	startServer(t, "kafka")
+	startServer(t, stackctl.Kafka)
 }

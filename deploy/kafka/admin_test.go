@@ -12,6 +12,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"flashsale/tools/kafkatopic"
 	"flashsale/tools/testenv"
 )
 
@@ -40,63 +41,24 @@ func TestProbe(t *testing.T) {
 	}
 }
 
-// Topics are created with their settings, a second run changes nothing,
-// and a topic of another shape is reported, not altered.
-func TestEnsureTopics(t *testing.T) {
+// The topics command creates the topics through tools/kafkatopic (whose
+// tests cover a second run and a topic of another shape) and reports them.
+func TestTopicsCommand(t *testing.T) {
 	ctx := context.Background()
 	name := fmt.Sprintf("test-kafka-admin-%d", time.Now().UnixNano())
-	cfg, err := parseTopics([]string{"-bootstrap", bootstrap(), "-topics", name + "," + name + ".dlq",
-		"-partitions", "3", "-replication-factor", "1", "-min-insync-replicas", "1"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		_ = withAdmin(context.Background(), bootstrap(), 10*time.Second, func(ctx context.Context, ac *kafka.AdminClient) error {
-			_, err := ac.DeleteTopics(ctx, cfg.Topics)
-			return err
+			return kafkatopic.Delete(ctx, ac, name, name+".dlq")
 		})
 	})
-	ensure := func(c TopicsConfig) (string, error) {
-		var out bytes.Buffer
-		err := withAdmin(ctx, c.Bootstrap, c.Timeout, func(ctx context.Context, ac *kafka.AdminClient) error {
-			return ensureTopics(ctx, ac, c, &out)
-		})
-		return out.String(), err
-	}
-	out, err := ensure(cfg)
+	var out bytes.Buffer
+	err := run(ctx, []string{"topics", "-bootstrap", bootstrap(), "-topics", name + "," + name + ".dlq",
+		"-partitions", "3", "-replication-factor", "1", "-min-insync-replicas", "1"}, &out, io.Discard)
 	if err != nil {
-		t.Fatalf("first run: %v", err)
+		t.Fatalf("kafka-admin topics: %v", err)
 	}
-	if strings.Count(out, "created topic") != 2 || strings.Count(out, "ready: 3 partitions, replication factor 1") != 2 {
-		t.Errorf("first run printed %q, want both topics created and ready", out)
-	}
-	out, err = ensure(cfg)
-	if err != nil || strings.Contains(out, "created") {
-		t.Errorf("second run: %q, %v; want nothing created, no error", out, err)
-	}
-	var conf map[string]string
-	if err := withAdmin(ctx, bootstrap(), 10*time.Second, func(ctx context.Context, ac *kafka.AdminClient) error {
-		res, err := ac.DescribeConfigs(ctx, []kafka.ConfigResource{{Type: kafka.ResourceTopic, Name: name}})
-		if err != nil {
-			return err
-		}
-		conf = map[string]string{}
-		for k, e := range res[0].Config {
-			conf[k] = e.Value
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	for k, want := range topicConfig(cfg) {
-		if conf[k] != want {
-			t.Errorf("topic %s: %s = %q, want %q", name, k, conf[k], want)
-		}
-	}
-	wider := cfg
-	wider.Partitions = 6
-	if _, err := ensure(wider); !errors.Is(err, errMismatch) {
-		t.Errorf("asking 6 partitions of a 3-partition topic: %v, want errMismatch", err)
+	if got := out.String(); strings.Count(got, "created topic") != 2 || strings.Count(got, "ready: 3 partitions, replication factor 1") != 2 {
+		t.Errorf("kafka-admin topics printed %q, want both topics created and ready", got)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"flashsale/tools/kafkatopic"
 	"fmt"
 	"io"
 	"strings"
@@ -19,18 +20,12 @@ type ProbeConfig struct {
 
 // TopicsConfig is what `topics` needs: the topics and the settings they must
 // have. The defaults are production's for the orders topic (see
-// deploy/README.md): deploy/stack.sh passes a replication factor of 1 and
+// deploy/README.md): deploy/stack/kafka.sh passes a replication factor of 1 and
 // min.insync.replicas of 1 for the one-node stack.
 type TopicsConfig struct {
-	Bootstrap         string
-	Topics            []string
-	Partitions        int
-	ReplicationFactor int
-	MinInsyncReplicas int
-	// Retention of the orders topic: long enough to replay a sale after
-	// an incident, short enough not to keep shoppers' ids forever.
-	Retention time.Duration
-	Timeout   time.Duration
+	Bootstrap string
+	kafkatopic.Spec
+	Timeout time.Duration
 }
 
 func parseProbe(args []string, out io.Writer) (ProbeConfig, error) {
@@ -64,13 +59,15 @@ func parseProbe(args []string, out io.Writer) (ProbeConfig, error) {
 
 func parseTopics(args []string, out io.Writer) (TopicsConfig, error) {
 	cfg := TopicsConfig{
-		Bootstrap:         "127.0.0.1:19092",
-		Topics:            []string{"flash-sale-orders", "flash-sale-orders.dlq"},
-		Partitions:        12,
-		ReplicationFactor: 3,
-		MinInsyncReplicas: 2,
-		Retention:         7 * 24 * time.Hour,
-		Timeout:           30 * time.Second,
+		Bootstrap: "127.0.0.1:19092",
+		Spec: kafkatopic.Spec{
+			Topics:            []string{"flash-sale-orders", "flash-sale-orders.dlq"},
+			Partitions:        12,
+			ReplicationFactor: 3,
+			MinInsyncReplicas: 2,
+			Retention:         7 * 24 * time.Hour,
+		},
+		Timeout: 30 * time.Second,
 	}
 	topics := strings.Join(cfg.Topics, ",")
 	fs := flag.NewFlagSet("kafka-admin topics", flag.ContinueOnError)

@@ -1,5 +1,5 @@
 // Command kafka-admin prepares and checks the Apache Kafka brokers of the
-// local stack: deploy/stack.sh runs `probe` until a node (or the whole
+// local stack: deploy/stack/kafka-node.sh runs `probe` until a node (or the whole
 // cluster) answers, then `topics` to create the orders topic and its
 // dead-letter topic with the settings production uses. It speaks to the
 // brokers through confluent-kafka-go's AdminClient, the client the services
@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"flashsale/tools/kafkatopic"
 	"fmt"
 	"io"
 	"os"
@@ -61,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return withAdmin(ctx, cfg.Bootstrap, cfg.Timeout, func(ctx context.Context, ac *kafka.AdminClient) error {
-			return ensureTopics(ctx, ac, cfg, stdout)
+			return kafkatopic.Ensure(ctx, ac, cfg.Spec, stdout)
 		})
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)

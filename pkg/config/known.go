@@ -129,6 +129,7 @@ var known = map[string]variable{
 	"FLASHSALE_REDIS_CLUSTER":      {readers: Stack},
 	"FLASHSALE_REDIS_CLUSTER_PORT": {readers: Stack},
 	"FLASHSALE_REDIS_CLUSTER_ADDR": {readers: Stack},
+	"FLASHSALE_PROMETHEUS_PORT":    {readers: Stack},
 	"FLASHSALE_TEST_LOGS":          {readers: Stack},
 	"FLASHSALE_CHROMIUM":           {readers: Stack},
 }

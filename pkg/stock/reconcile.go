@@ -73,9 +73,8 @@ func (s *Store) Reconcile(ctx context.Context, saleID int64, itemIDs []int64,
 // reports that a watched key changed and nothing was written.
 func reconcileRound(ctx context.Context, c rueidis.DedicatedClient, saleID int64, itemIDs []int64,
 	decide func(context.Context, Snapshot) (*Copy, error)) (snap Snapshot, aborted bool, err error) {
-	holdersKey := HoldersKey(saleID)
 	keys := make([]string, 0, len(itemIDs)+1)
-	keys = append(keys, holdersKey)
+	keys = append(keys, HoldersKey(saleID))
 	for _, id := range itemIDs {
 		keys = append(keys, StockKey(saleID, id))
 	}
@@ -88,71 +87,99 @@ func reconcileRound(ctx context.Context, c rueidis.DedicatedClient, saleID int64
 			_ = c.Do(context.WithoutCancel(ctx), c.B().Unwatch().Build()).Error()
 		}
 	}()
+	if snap, err = readSnapshot(ctx, c, saleID, itemIDs); err != nil {
+		return snap, false, err
+	}
+	cp, err := decide(ctx, snap)
+	if err != nil {
+		return snap, false, err
+	}
+	tx, err := writeCopy(c.B(), saleID, cp)
+	if err != nil {
+		return snap, false, err
+	}
+	execed = true
+	aborted, err = execWrite(c.DoMulti(ctx, tx...))
+	if err != nil {
+		return snap, false, fmt.Errorf("reconcile sale %d: %w", saleID, err)
+	}
+	return snap, aborted, nil
+}
 
-	reads := make(rueidis.Commands, 0, len(keys))
-	reads = append(reads, c.B().Hgetall().Key(holdersKey).Build())
-	for _, k := range keys[1:] {
-		reads = append(reads, c.B().Get().Key(k).Build())
+// readSnapshot reads the holders and the stock of itemIDs (under the
+// caller's WATCH).
+func readSnapshot(ctx context.Context, c rueidis.DedicatedClient, saleID int64, itemIDs []int64) (Snapshot, error) {
+	reads := make(rueidis.Commands, 0, len(itemIDs)+1)
+	reads = append(reads, c.B().Hgetall().Key(HoldersKey(saleID)).Build())
+	for _, id := range itemIDs {
+		reads = append(reads, c.B().Get().Key(StockKey(saleID, id)).Build())
 	}
 	res := c.DoMulti(ctx, reads...)
-	snap = Snapshot{Left: make(map[int64]int64, len(itemIDs))}
+	snap := Snapshot{Left: make(map[int64]int64, len(itemIDs))}
+	var err error
 	if snap.Holders, err = res[0].AsStrMap(); err != nil {
-		return snap, false, fmt.Errorf("reconcile sale %d: read holders: %w", saleID, err)
+		return snap, fmt.Errorf("reconcile sale %d: read holders: %w", saleID, err)
 	}
 	for i, id := range itemIDs {
 		n, err := res[i+1].AsInt64()
 		switch {
 		case rueidis.IsRedisNil(err):
 		case err != nil:
-			return snap, false, fmt.Errorf("reconcile sale %d: read stock of item %d: %w", saleID, id, err)
+			return snap, fmt.Errorf("reconcile sale %d: read stock of item %d: %w", saleID, id, err)
 		default:
 			snap.Left[id] = n
 		}
 	}
+	return snap, nil
+}
 
-	cp, err := decide(ctx, snap)
-	if err != nil {
-		return snap, false, err
-	}
-	// An empty MULTI/EXEC still fails when a watched key changed: that is
-	// what makes the snapshot consistent even when nothing is written.
-	tx := rueidis.Commands{c.B().Multi().Build()}
+// writeCopy is the MULTI/EXEC transaction that writes cp: the holders
+// replaced, the stock set (SET, never INCRBY), "<sale>" announced on
+// ReturnedChannel. For a nil cp it is an empty MULTI/EXEC, which still
+// fails when a watched key changed: that is what makes the snapshot
+// consistent even when nothing is written.
+func writeCopy(b rueidis.Builder, saleID int64, cp *Copy) (rueidis.Commands, error) {
+	tx := rueidis.Commands{b.Multi().Build()}
 	if cp != nil {
-		tx = append(tx, c.B().Del().Key(holdersKey).Build())
+		holdersKey := HoldersKey(saleID)
+		tx = append(tx, b.Del().Key(holdersKey).Build())
 		for _, it := range cp.Items {
 			if it.Left < 0 {
-				return snap, false, fmt.Errorf("reconcile sale %d: item %d has negative stock %d", saleID, it.ItemID, it.Left)
+				return nil, fmt.Errorf("reconcile sale %d: item %d has negative stock %d", saleID, it.ItemID, it.Left)
 			}
-			tx = append(tx, c.B().Set().Key(StockKey(saleID, it.ItemID)).Value(strconv.FormatInt(it.Left, 10)).Build())
+			tx = append(tx, b.Set().Key(StockKey(saleID, it.ItemID)).Value(strconv.FormatInt(it.Left, 10)).Build())
 		}
 		if len(cp.Holders) > 0 {
-			h := c.B().Hset().Key(holdersKey).FieldValue()
+			h := b.Hset().Key(holdersKey).FieldValue()
 			for _, hd := range cp.Holders {
 				h = h.FieldValue(hd.UserID, hd.OrderID)
 			}
 			tx = append(tx, h.Build())
 		}
-		tx = append(tx, c.B().Publish().Channel(ReturnedChannel).Message(strconv.FormatInt(saleID, 10)).Build())
+		tx = append(tx, b.Publish().Channel(ReturnedChannel).Message(strconv.FormatInt(saleID, 10)).Build())
 	}
-	tx = append(tx, c.B().Exec().Build())
-	execed = true
-	res = c.DoMulti(ctx, tx...)
+	return append(tx, b.Exec().Build()), nil
+}
+
+// execWrite reads the replies of writeCopy's transaction: aborted when a
+// watched key changed (EXEC answered nil) and nothing was written.
+func execWrite(res []rueidis.RedisResult) (aborted bool, err error) {
 	for _, r := range res[:len(res)-1] {
 		if err := r.Error(); err != nil {
-			return snap, false, fmt.Errorf("reconcile sale %d: queue write: %w", saleID, err)
+			return false, fmt.Errorf("queue write: %w", err)
 		}
 	}
 	replies, err := res[len(res)-1].ToArray()
 	if rueidis.IsRedisNil(err) {
-		return snap, true, nil
+		return true, nil
 	}
 	if err != nil {
-		return snap, false, fmt.Errorf("reconcile sale %d: write: %w", saleID, err)
+		return false, fmt.Errorf("write: %w", err)
 	}
 	for _, r := range replies {
 		if err := r.Error(); err != nil {
-			return snap, false, fmt.Errorf("reconcile sale %d: write: %w", saleID, err)
+			return false, fmt.Errorf("write: %w", err)
 		}
 	}
-	return snap, false, nil
+	return false, nil
 }

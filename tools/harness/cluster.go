@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,11 +13,11 @@ import (
 	"github.com/redis/rueidis"
 
 	"flashsale/pkg/redisconn"
-	"flashsale/tools/testenv"
+	"flashsale/tools/stackctl"
 )
 
 // Redis Cluster helpers for failover tests against the local cluster that
-// deploy/stack.sh starts (FLASHSALE_CLUSTER=1).
+// deploy/stack/redis-cluster.sh starts (FLASHSALE_CLUSTER=1).
 
 // nodeClient talks to one cluster node only, never following redirects.
 func nodeClient(addr string) (rueidis.Client, error) {
@@ -189,20 +188,15 @@ func WaitFailover(t testing.TB, seeds, key, dead string) string {
 	return ""
 }
 
-// HealRedisCluster brings killed cluster nodes back through the project's
-// own script (deploy/stack.sh start redis-cluster), which waits for the
-// failover to finish first so a restarted empty master cannot wipe its
-// replica, and then for every node to be healthy.
+// HealRedisCluster brings killed cluster nodes back through the cluster's
+// own script (stackctl.RedisCluster), which waits for the failover to
+// finish first so a restarted empty master cannot wipe its replica, and
+// then for every node to be healthy.
 func HealRedisCluster(t testing.TB) {
 	t.Helper()
-	root, err := testenv.Root()
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	cmd := exec.Command("bash", "deploy/stack.sh", "start", "redis-cluster")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("heal redis cluster: %v\n%s", err, out)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := stackctl.RedisCluster.Start(ctx); err != nil {
+		t.Errorf("heal redis cluster: %v", err)
 	}
 }

@@ -145,11 +145,10 @@ func (s *Stack) OrdersvcNames() []string { return slices.Clone(s.ordersvcs) }
 // when the test ends.
 func Start(t testing.TB, o Options) *Stack {
 	t.Helper()
-	redisAddr := o.RedisAddr
+	redisAddr, kafkaBrokers := o.RedisAddr, o.KafkaBrokers
 	if redisAddr == "" {
 		redisAddr = testenv.RedisAddr()
 	}
-	kafkaBrokers := o.KafkaBrokers
 	if kafkaBrokers == "" {
 		kafkaBrokers = testenv.KafkaBrokers()
 	}
@@ -158,9 +157,29 @@ func Start(t testing.TB, o Options) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nGW, nOS := max(o.Gateways, 1), max(o.Ordersvcs, 1)
-	// The id names the topics, so it keeps to Kafka's topic alphabet
-	// (ASCII letters, digits, '.', '_', '-'; at most 249 characters).
+	s := newStack(t, o, topicID(t))
+	s.Env = s.baseEnv(redisAddr, kafkaBrokers)
+	if len(s.GatewayAdminURLs) > 1 {
+		s.Env["FLASHSALE_REUSEPORT"] = "true"
+	}
+	for k, v := range o.Env {
+		s.Env[k] = v
+	}
+	s.addSpecs(dir)
+	s.createTopics(kafkaBrokers)
+	t.Cleanup(s.Stop)
+	// The first order service migrates the schema before anyone reads it.
+	for _, n := range append(s.OrdersvcNames(), s.GatewayNames()...) {
+		s.startProc(n)
+		s.waitReady(n)
+	}
+	return s
+}
+
+// topicID is a test's own id: it names the orders topic, the dead-letter
+// topic and the consumer group. It keeps to Kafka's topic alphabet (ASCII
+// letters, digits, '.', '_', '-'; at most 249 characters).
+func topicID(t testing.TB) string {
 	name := strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
@@ -168,8 +187,13 @@ func Start(t testing.TB, o Options) *Stack {
 		}
 		return '-'
 	}, strings.ToLower(t.Name()))
-	id := fmt.Sprintf("e2e-%.200s-%d", name, time.Now().UnixNano())
-	// one public port, an admin port per gateway, two per order service
+	return fmt.Sprintf("e2e-%.200s-%d", name, time.Now().UnixNano())
+}
+
+// newStack lays out a stack's listeners: one public port, an admin port
+// per gateway, a public and an admin port per order service.
+func newStack(t testing.TB, o Options, id string) *Stack {
+	nGW, nOS := max(o.Gateways, 1), max(o.Ordersvcs, 1)
 	ports := freePorts(t, 1+nGW+2*nOS)
 	gwAdmin, osPorts := ports[1:1+nGW], ports[1+nGW:]
 	s := &Stack{
@@ -188,20 +212,30 @@ func Start(t testing.TB, o Options) *Stack {
 		s.OrdersvcAdminURLs = append(s.OrdersvcAdminURLs, "http://"+osPorts[2*i+1])
 	}
 	s.GatewayAdminURL, s.OrdersURL, s.AdminURL = s.GatewayAdminURLs[0], s.OrdersURLs[0], s.OrdersvcAdminURLs[0]
-	s.Env = map[string]string{
+	return s
+}
+
+// hostPort is a listener URL's address, as the services' settings take it.
+func hostPort(url string) string { return strings.TrimPrefix(url, "http://") }
+
+// baseEnv is the environment every process of s shares; the first
+// instance's listeners are in it, and addSpecs gives each other instance
+// its own.
+func (s *Stack) baseEnv(redisAddr, kafkaBrokers string) map[string]string {
+	return map[string]string{
 		"FLASHSALE_REDIS_ADDR":          redisAddr,
 		"FLASHSALE_PG_DSN":              testenv.PostgresDSN(),
 		"FLASHSALE_KAFKA_BROKERS":       kafkaBrokers,
-		"FLASHSALE_ORDERS_TOPIC":        id,
-		"FLASHSALE_DLQ_TOPIC":           id + ".dlq",
-		"FLASHSALE_CONSUMER_GROUP":      id,
+		"FLASHSALE_ORDERS_TOPIC":        s.Topic,
+		"FLASHSALE_DLQ_TOPIC":           s.Topic + ".dlq",
+		"FLASHSALE_CONSUMER_GROUP":      s.Topic,
 		"FLASHSALE_JWT_HS256_KEY":       string(JWTKey),
 		"FLASHSALE_GATE_KEY":            string(GateKey),
 		"FLASHSALE_ADMIN_TOKEN":         AdminToken,
-		"FLASHSALE_GATEWAY_ADDR":        ports[0],
-		"FLASHSALE_GATEWAY_ADMIN_ADDR":  gwAdmin[0],
-		"FLASHSALE_ORDERSVC_ADDR":       osPorts[0],
-		"FLASHSALE_ORDERSVC_ADMIN_ADDR": osPorts[1],
+		"FLASHSALE_GATEWAY_ADDR":        hostPort(s.GatewayURL),
+		"FLASHSALE_GATEWAY_ADMIN_ADDR":  hostPort(s.GatewayAdminURL),
+		"FLASHSALE_ORDERSVC_ADDR":       hostPort(s.OrdersURL),
+		"FLASHSALE_ORDERSVC_ADMIN_ADDR": hostPort(s.AdminURL),
 		"FLASHSALE_CATALOG_REFRESH":     "200ms",
 		"FLASHSALE_STOCK_POLL":          "200ms",
 		"FLASHSALE_LOG_LEVEL":           "info",
@@ -210,45 +244,24 @@ func Start(t testing.TB, o Options) *Stack {
 		"FLASHSALE_LIMIT_PURCHASE_IP": "off",
 		"FLASHSALE_LIMIT_QUEUE_IP":    "off",
 	}
-	if nGW > 1 {
-		s.Env["FLASHSALE_REUSEPORT"] = "true"
-	}
-	for k, v := range o.Env {
-		s.Env[k] = v
-	}
-	for i := range nOS {
+}
+
+// addSpecs records how to start each instance, binaries from dir.
+func (s *Stack) addSpecs(dir string) {
+	for i := range s.OrdersvcAdminURLs {
 		n := OrdersvcName(i)
 		s.ordersvcs = append(s.ordersvcs, n)
 		s.specs[n] = procSpec{bin: filepath.Join(dir, "ordersvc"), args: []string{"serve"},
 			ready: s.OrdersvcAdminURLs[i] + "/readyz",
-			env:   map[string]string{"FLASHSALE_ORDERSVC_ADDR": osPorts[2*i], "FLASHSALE_ORDERSVC_ADMIN_ADDR": osPorts[2*i+1]}}
+			env: map[string]string{"FLASHSALE_ORDERSVC_ADDR": hostPort(s.OrdersURLs[i]),
+				"FLASHSALE_ORDERSVC_ADMIN_ADDR": hostPort(s.OrdersvcAdminURLs[i])}}
 	}
-	for i := range nGW {
+	for i := range s.GatewayAdminURLs {
 		n := GatewayName(i)
 		s.gateways = append(s.gateways, n)
 		s.specs[n] = procSpec{bin: filepath.Join(dir, "gateway"), ready: s.GatewayAdminURLs[i] + "/readyz",
-			env: map[string]string{"FLASHSALE_GATEWAY_ADMIN_ADDR": gwAdmin[i]}}
+			env: map[string]string{"FLASHSALE_GATEWAY_ADMIN_ADDR": hostPort(s.GatewayAdminURLs[i])}}
 	}
-	topicCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	err = createTopics(topicCtx, kafkaBrokers, id, id+".dlq")
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Cleanups run last-in first-out: the topics go once every process
-	// has stopped.
-	t.Cleanup(func() {
-		if err := deleteTopics(kafkaBrokers, id, id+".dlq"); err != nil {
-			t.Logf("cleanup: %v", err)
-		}
-	})
-	t.Cleanup(s.Stop)
-	// The first order service migrates the schema before anyone reads it.
-	for _, n := range append(s.OrdersvcNames(), s.GatewayNames()...) {
-		s.startProc(n)
-		s.waitReady(n)
-	}
-	return s
 }
 
 func freePorts(t testing.TB, n int) []string {

@@ -15,10 +15,9 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"flashsale/pkg/adminapi"
+	"flashsale/tools/scrape"
 )
 
 // Client talks to one gateway and one order-service admin listener.
@@ -85,56 +84,22 @@ func (c *Client) Order(ctx context.Context, token, orderID string) (Order, error
 	return out, err
 }
 
-// Metric reads one unlabelled sample from a Prometheus text endpoint.
+// Metric reads one unlabelled sample from a service's /metrics.
 func (c *Client) Metric(ctx context.Context, baseURL, name string) (float64, error) {
 	fams, err := c.Metrics(ctx, baseURL)
 	if err != nil {
 		return 0, err
 	}
-	mf, ok := fams[name]
-	if !ok || len(mf.GetMetric()) == 0 {
+	v, ok := fams.Value(name)
+	if !ok {
 		return 0, fmt.Errorf("metric %s not found at %s", name, baseURL)
 	}
-	for _, m := range mf.GetMetric() {
-		if len(m.GetLabel()) > 0 {
-			continue
-		}
-		switch {
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), nil
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), nil
-		case m.Untyped != nil:
-			return m.GetUntyped().GetValue(), nil
-		}
-	}
-	return 0, fmt.Errorf("metric %s at %s has no unlabelled value", name, baseURL)
+	return v, nil
 }
 
 // Metrics reads a service's /metrics page with Prometheus' own text parser.
-func (c *Client) Metrics(ctx context.Context, baseURL string) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s/metrics: %s", baseURL, resp.Status)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return nil, fmt.Errorf("parse %s/metrics: %w", baseURL, err)
-	}
-	return fams, nil
+func (c *Client) Metrics(ctx context.Context, baseURL string) (scrape.Families, error) {
+	return scrape.Get(ctx, c.HTTP, baseURL+"/metrics")
 }
 
 // HistogramQuantile estimates the q-quantile (0..1) of a histogram family's

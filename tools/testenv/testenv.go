@@ -1,5 +1,5 @@
 // Package testenv gives integration tests the addresses of the local stack
-// (deploy/stack.sh) and fails a test, never skips it, when a server it needs
+// (deploy/stack.sh, ports from deploy/stack.env) and fails a test, never skips it, when a server it needs
 // does not answer. Run `make up` first; `make test` does.
 package testenv
 
@@ -178,12 +178,24 @@ func KafkaBrokers() string {
 	return env("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:"+stackSetting("FLASHSALE_KAFKA_PORT"))
 }
 
+// KafkaPartitions is the partition count of the stack's topics and of the
+// topics its brokers create (FLASHSALE_KAFKA_PARTITIONS, deploy/stack.env):
+// tests give their own topics the same, so they see the spread a sale does.
+func KafkaPartitions() (int, error) {
+	v := stackSetting("FLASHSALE_KAFKA_PARTITIONS")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("FLASHSALE_KAFKA_PARTITIONS %q: want a positive number (deploy/stack.env)", v)
+	}
+	return n, nil
+}
+
 // KafkaClusterNodes is how many nodes deploy/stack.sh starts for the Kafka
 // cluster; node i (1-based) listens on KafkaClusterPort(i).
 const KafkaClusterNodes = 3
 
 // KafkaClusterPort is the client port of Kafka cluster node id (1-based):
-// FLASHSALE_KAFKA_CLUSTER_PORT (19101) + id - 1, as deploy/kafka.sh lays
+// FLASHSALE_KAFKA_CLUSTER_PORT (19101) + id - 1, as deploy/stack/kafka-node.sh lays
 // them out.
 func KafkaClusterPort(id int) int {
 	base, err := strconv.Atoi(stackSetting("FLASHSALE_KAFKA_CLUSTER_PORT"))

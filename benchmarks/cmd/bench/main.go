@@ -99,20 +99,27 @@ func run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr i
 	meta := report.Meta{When: started, Machine: machine, Shoppers: o.Shoppers, Stock: o.Stock,
 		Connections: o.Connections, Workers: o.Workers, Bound: o.Bound, PGConns: o.PGConns, Rounds: o.Rounds,
 		Command: "bench " + strings.Join(args, " ")}
+	return errors.Join(runErr, publish(stdout, stderr, outDir, meta, rows))
+}
+
+// publish prints the run's table, saves it under outDir, and fails the run
+// if our gateway oversold in any scenario.
+func publish(stdout, stderr io.Writer, outDir string, meta report.Meta, rows []report.Row) error {
 	ratios := report.Ratios(rows)
 	if err := report.Markdown(stdout, meta, rows, ratios); err != nil {
 		return err
 	}
-	if err := save(outDir, started, meta, rows, ratios); err != nil {
-		return errors.Join(runErr, err)
+	if err := save(outDir, meta.When, meta, rows, ratios); err != nil {
+		return err
 	}
-	fmt.Fprintf(stderr, "bench: table and rows written to %s (latest.md, bench-%s.{md,json})\n", outDir, started.UTC().Format("20060102T150405Z"))
+	fmt.Fprintf(stderr, "bench: table and rows written to %s (latest.md, bench-%s.{md,json})\n", outDir, meta.When.UTC().Format("20060102T150405Z"))
+	var errs []error
 	for _, r := range rows {
 		if r.Target == report.Gateway && r.Oversold() > 0 {
-			runErr = errors.Join(runErr, fmt.Errorf("our gateway oversold %d units in the %s scenario", r.Oversold(), r.Scenario))
+			errs = append(errs, fmt.Errorf("our gateway oversold %d units in the %s scenario", r.Oversold(), r.Scenario))
 		}
 	}
-	return runErr
+	return errors.Join(errs...)
 }
 
 // save writes bench-<time>.md and .json, and latest.md.

@@ -145,6 +145,10 @@ func (g *Gateway) buildAPI(ctx context.Context, verifier *auth.Verifier) error {
 	if err != nil {
 		return err
 	}
+	reg, m, err := newMetrics()
+	if err != nil {
+		return err
+	}
 	cfg := g.cfg
 	g.queue = queue.New(g.redis, cfg.QueueGrace)
 	g.bypass = queue.NewBypass(g.redis)
@@ -164,7 +168,8 @@ func (g *Gateway) buildAPI(ctx context.Context, verifier *auth.Verifier) error {
 		Verifier:        verifier,
 		Orders:          &fasthttp.HostClient{Addr: cfg.OrdersvcAddr, MaxConns: 512, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second},
 		Log:             g.log,
-		Metrics:         &httpapi.Metrics{},
+		Metrics:         m,
+		Gatherer:        reg,
 		Ready: func(ctx context.Context) error {
 			if err := g.redis.Do(ctx, g.redis.B().Ping().Build()).Error(); err != nil {
 				return fmt.Errorf("redis: %w", err)
@@ -174,12 +179,11 @@ func (g *Gateway) buildAPI(ctx context.Context, verifier *auth.Verifier) error {
 			}
 			return nil
 		},
-		Producer:   g.producer,
 		AdminToken: cfg.AdminToken,
 		BaseCtx:    context.WithoutCancel(ctx),
 		Now:        time.Now,
 	}
-	return nil
+	return register(reg, g.api.Collector(), g.producer, buyer)
 }
 
 // newBuyer builds the purchase path and the finder of a user's held order
@@ -206,7 +210,7 @@ func (g *Gateway) buildServers() error {
 	if err != nil {
 		return fmt.Errorf("sale page: %w", err)
 	}
-	g.dash, err = web.NewDashboard(web.Sources{Catalog: g.catalog, Queue: g.queue, Metrics: g.api.Metrics,
+	g.dash, err = web.NewDashboard(web.Sources{Catalog: g.catalog, Queue: g.queue, Gatherer: g.api.Gatherer,
 		Orders:         web.NewOrdersClient(g.cfg.OrdersvcAdminAddr, g.cfg.AdminToken, 500*time.Millisecond),
 		PurchaseLimits: g.api.PurchaseLimits, QueueLimits: g.api.QueueLimits,
 		AdminToken: g.cfg.AdminToken, RedisTimeout: g.cfg.RedisTimeout, Log: g.log})

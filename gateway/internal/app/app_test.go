@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,12 +21,15 @@ import (
 
 	"flashsale/gateway/internal/catalog"
 	"flashsale/gateway/internal/config"
+	"flashsale/gateway/internal/httpapi"
 	"flashsale/gateway/internal/ratelimit"
 	"flashsale/pkg/auth"
 	pkgconfig "flashsale/pkg/config"
 	"flashsale/pkg/event"
 	"flashsale/pkg/schema"
 	"flashsale/pkg/stock"
+	"flashsale/tools/metricdoc"
+	"flashsale/tools/scrape"
 	"flashsale/tools/testenv"
 )
 
@@ -436,6 +440,23 @@ func TestStockNotLoadedIs503(t *testing.T) {
 	if n := h.gw.Metrics().Purchases("not_loaded"); n != 1 {
 		t.Errorf("not_loaded counter = %d, want 1", n)
 	}
+	// Once the watcher has read the missing key, /metrics says "not loaded"
+	// in a gauge of its own: no stock_left series, rather than a number
+	// that means "unknown".
+	if err := h.gw.watcher.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fams, err := scrape.Get(context.Background(), nil, h.admin+"/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := []string{"sale", strconv.FormatInt(h.saleID, 10), "item", strconv.FormatInt(h.items[0], 10)}
+	if v, ok := fams.Value("flashsale_gateway_stock_loaded", item...); !ok || v != 0 {
+		t.Errorf("stock_loaded %v (present %v), want 0", v, ok)
+	}
+	if v, ok := fams.Value("flashsale_gateway_stock_left", item...); ok {
+		t.Errorf("stock_left %v for stock that is not loaded, want no series", v)
+	}
 }
 
 // A unit returned after the sold-out flag was set is sold again.
@@ -498,19 +519,40 @@ func TestReloadAppliesLimits(t *testing.T) {
 	if got := h.gw.api.QueueLimits.User.Rule(); got != (ratelimit.Rule{Rate: 7, Burst: 9}) {
 		t.Errorf("queue limit set through the API after a reload that left it alone: got %+v, want 7/9", got)
 	}
-	resp, err := http.Get(h.admin + "/metrics")
+	fams, err := scrape.Get(context.Background(), nil, h.admin+"/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{
-		`flashsale_gateway_rate_limit{route="purchase",key="ip",param="rate"} 0.001`,
-		`flashsale_gateway_purchases_total{outcome="rate_limited_ip"} 1`,
-		`flashsale_gateway_purchases_total{outcome="accepted"} 4`,
+	purchaseIP := []string{"route", "purchase", "key", "ip"}
+	for _, want := range []struct {
+		name   string
+		labels []string
+		value  float64
+	}{
+		{"flashsale_gateway_rate_limit_tokens_per_second", purchaseIP, 0.001},
+		{"flashsale_gateway_rate_limit_burst_tokens", purchaseIP, 1},
+		{"flashsale_gateway_rate_limit_enabled", purchaseIP, 1},
+		{"flashsale_gateway_purchases_total", []string{"outcome", "rate_limited_ip"}, 1},
+		{"flashsale_gateway_purchases_total", []string{"outcome", "accepted"}, 4},
+		{"flashsale_gateway_stock_loaded", []string{"sale", strconv.FormatInt(h.saleID, 10), "item", strconv.FormatInt(h.items[0], 10)}, 1},
 	} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("metrics lack %s", want)
+		if got, ok := fams.Value(want.name, want.labels...); !ok || got != want.value {
+			t.Errorf("%s%v = %v (present %v), want %v", want.name, want.labels, got, ok, want.value)
 		}
+	}
+}
+
+// README.md's metrics table lists every metric of the gateway, and only
+// those: a running gateway with an open sale and a queue view shows every
+// family it has.
+func TestREADMEListsEveryMetric(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{3}, startsIn: -time.Minute})
+	h.gw.api.SetQueueGauge(h.saleID, 0, 10)
+	d, err := metricdoc.Compare(h.gw.api.Gatherer, httpapi.Namespace+"_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d != "" {
+		t.Error(d)
 	}
 }

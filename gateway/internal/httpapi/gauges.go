@@ -1,10 +1,11 @@
 package httpapi
 
 import (
-	"fmt"
-	"io"
-	"sort"
+	"strconv"
 	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"flashsale/gateway/internal/ratelimit"
 )
@@ -32,61 +33,110 @@ func (a *API) SetQueueGauge(saleID, admitted int64, rate float64) {
 	a.SetAdmissionRate(saleID, rate)
 }
 
-// writeGauges adds the live state to /metrics: stock left per item, the
-// queues' admission watermarks and rates, and the rate-limit rules in force
-// (so a live change shows).
-func (a *API) writeGauges(w io.Writer) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	p("# HELP flashsale_gateway_stock_left Units left per item as last read from Redis (-1 unknown).\n# TYPE flashsale_gateway_stock_left gauge\n")
-	p("# HELP flashsale_gateway_sold_out Whether this gateway's sold-out flag is set for the item.\n# TYPE flashsale_gateway_sold_out gauge\n")
-	sales := a.Catalog.Sales()
-	ids := make([]int64, 0, len(sales))
-	for id := range sales {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
-		for _, it := range sales[id].Items {
-			so := 0
-			if it.SoldOut() {
-				so = 1
-			}
-			p("flashsale_gateway_stock_left{sale=\"%d\",item=\"%d\"} %d\n", id, it.ID, it.Left())
-			p("flashsale_gateway_sold_out{sale=\"%d\",item=\"%d\"} %d\n", id, it.ID, so)
-		}
-	}
-	a.gauges.mu.Lock()
-	p("# HELP flashsale_gateway_queue_admitted Admission watermark: places admitted so far.\n# TYPE flashsale_gateway_queue_admitted gauge\n")
-	p("# HELP flashsale_gateway_queue_admission_rate Places admitted per second.\n# TYPE flashsale_gateway_queue_admission_rate gauge\n")
-	for id, q := range a.gauges.queues {
-		p("flashsale_gateway_queue_admitted{sale=\"%d\"} %d\n", id, q.Admitted)
-		p("flashsale_gateway_queue_admission_rate{sale=\"%d\"} %g\n", id, q.Rate)
-	}
-	a.gauges.mu.Unlock()
-	a.writeLimiterGauges(w)
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
 }
 
-// writeLimiterGauges writes the rate limiters' rules, table sizes and
-// overflows.
-func (a *API) writeLimiterGauges(w io.Writer) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	limiters := []struct {
+// The live state /metrics shows, read at each scrape: a reading, not a
+// count kept on the request path.
+var (
+	descSaleStart = desc("sale_start_timestamp_seconds", "Unix time the sale opens (sales not yet ended).", "sale")
+	descSaleEnd   = desc("sale_end_timestamp_seconds", "Unix time the sale ends (sales not yet ended).", "sale")
+	descStockLeft = desc("stock_left", "Units left per item as last read from Redis; absent while the stock is not loaded.", "sale", "item")
+	descLoaded    = desc("stock_loaded", "1 when the item's stock was found in Redis at the last read, 0 when it is not loaded.", "sale", "item")
+	descSoldOut   = desc("sold_out", "1 when this gateway's sold-out flag is set for the item.", "sale", "item")
+	descAdmitted  = desc("queue_admitted", "Admission watermark: places admitted so far.", "sale")
+	descAdmission = desc("queue_admissions_per_second", "Places admitted per second.", "sale")
+	descEnabled   = desc("rate_limit_enabled", "1 when the rate limit applies, 0 when it is off.", "route", "key")
+	descLimitRate = desc("rate_limit_tokens_per_second", "Token bucket refill rate in force (requests per second), for limits that apply.", "route", "key")
+	descBurst     = desc("rate_limit_burst_tokens", "Token bucket burst in force (requests), for limits that apply.", "route", "key")
+	descKeys      = desc("rate_limit_keys", "Buckets (users or client addresses) the limiter holds.", "route", "key")
+	descMaxKeys   = desc("rate_limit_max_keys", "Buckets the limiter can hold (FLASHSALE_LIMIT_MAX_KEYS); past it new keys go unlimited.", "route", "key")
+	descOverflow  = desc("rate_limit_overflow_total", "Requests let through unlimited because the limiter's table was full (FLASHSALE_LIMIT_MAX_KEYS).", "route", "key")
+)
+
+// Collector exports the API's live state: the sales not yet ended (their
+// times, each item's stock and sold-out flag), the queues' admission, and
+// the rate limiters (rules in force, table size, overflows).
+func (a *API) Collector() prometheus.Collector { return stateCollector{a} }
+
+type stateCollector struct{ a *API }
+
+func (stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSaleStart, descSaleEnd, descStockLeft, descLoaded, descSoldOut,
+		descAdmitted, descAdmission, descEnabled, descLimitRate, descBurst, descKeys, descMaxKeys, descOverflow} {
+		ch <- d
+	}
+}
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	c.collectSales(ch, time.Now())
+	c.collectQueues(ch)
+	c.collectLimiters(ch)
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (c stateCollector) collectSales(ch chan<- prometheus.Metric, now time.Time) {
+	if c.a.Catalog == nil {
+		return
+	}
+	for id, s := range c.a.Catalog.Sales() {
+		if !now.Before(s.EndsAt) {
+			continue // its stock is no longer read; the numbers would be stale
+		}
+		sale := strconv.FormatInt(id, 10)
+		gauge(ch, descSaleStart, float64(s.StartsAt.Unix()), sale)
+		gauge(ch, descSaleEnd, float64(s.EndsAt.Unix()), sale)
+		for _, it := range s.Items {
+			item := strconv.FormatInt(it.ID, 10)
+			left := it.Left()
+			if left >= 0 {
+				gauge(ch, descStockLeft, float64(left), sale, item)
+			}
+			gauge(ch, descLoaded, boolValue(left >= 0), sale, item)
+			gauge(ch, descSoldOut, boolValue(it.SoldOut()), sale, item)
+		}
+	}
+}
+
+func (c stateCollector) collectQueues(ch chan<- prometheus.Metric) {
+	g := &c.a.gauges
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, q := range g.queues {
+		sale := strconv.FormatInt(id, 10)
+		gauge(ch, descAdmitted, float64(q.Admitted), sale)
+		gauge(ch, descAdmission, q.Rate, sale)
+	}
+}
+
+func (c stateCollector) collectLimiters(ch chan<- prometheus.Metric) {
+	for _, l := range []struct {
 		route, key string
 		lim        *ratelimit.Limiter
-	}{{"purchase", "user", a.PurchaseLimits.User}, {"purchase", "ip", a.PurchaseLimits.IP}, {"queue", "user", a.QueueLimits.User}, {"queue", "ip", a.QueueLimits.IP}}
-	// One family after the other: a family's samples stay together.
-	p("# HELP flashsale_gateway_rate_limit Token bucket rule in force (rate per second, burst).\n# TYPE flashsale_gateway_rate_limit gauge\n")
-	for _, l := range limiters {
+	}{{"purchase", "user", c.a.PurchaseLimits.User}, {"purchase", "ip", c.a.PurchaseLimits.IP},
+		{"queue", "user", c.a.QueueLimits.User}, {"queue", "ip", c.a.QueueLimits.IP}} {
+		if l.lim == nil {
+			continue
+		}
 		r := l.lim.Rule()
-		p("flashsale_gateway_rate_limit{route=%q,key=%q,param=\"rate\"} %g\n", l.route, l.key, r.Rate)
-		p("flashsale_gateway_rate_limit{route=%q,key=%q,param=\"burst\"} %d\n", l.route, l.key, r.Burst)
-	}
-	p("# HELP flashsale_gateway_rate_limit_buckets Buckets held.\n# TYPE flashsale_gateway_rate_limit_buckets gauge\n")
-	for _, l := range limiters {
-		p("flashsale_gateway_rate_limit_buckets{route=%q,key=%q} %d\n", l.route, l.key, l.lim.Len())
-	}
-	p("# HELP flashsale_gateway_rate_limit_overflow_total Requests let through unlimited because the limiter's table was full (FLASHSALE_LIMIT_MAX_KEYS).\n# TYPE flashsale_gateway_rate_limit_overflow_total counter\n")
-	for _, l := range limiters {
-		p("flashsale_gateway_rate_limit_overflow_total{route=%q,key=%q} %d\n", l.route, l.key, l.lim.Overflows())
+		gauge(ch, descEnabled, boolValue(r.Enabled()), l.route, l.key)
+		if r.Enabled() {
+			gauge(ch, descLimitRate, r.Rate, l.route, l.key)
+			gauge(ch, descBurst, float64(r.Burst), l.route, l.key)
+		}
+		gauge(ch, descKeys, float64(l.lim.Len()), l.route, l.key)
+		gauge(ch, descMaxKeys, float64(l.lim.MaxKeys()), l.route, l.key)
+		ch <- prometheus.MustNewConstMetric(descOverflow, prometheus.CounterValue, float64(l.lim.Overflows()), l.route, l.key)
 	}
 }

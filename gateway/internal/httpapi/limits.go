@@ -40,7 +40,7 @@ func (a *API) allowIP(ctx *fasthttp.RequestCtx, l Limits) bool {
 	var buf [16]byte
 	ok, retry := l.IP.Allow(ipKey(&buf, a.clientIP(ctx)))
 	if !ok {
-		a.Metrics.rateLimited.Add(1)
+		a.Metrics.rateLimited.Inc()
 		writeRateLimited(ctx, retry)
 	}
 	return ok
@@ -75,7 +75,7 @@ func (a *API) limitedShopper(ctx *fasthttp.RequestCtx, l Limits) (string, bool) 
 func (a *API) allowUser(ctx *fasthttp.RequestCtx, l Limits, user string) bool {
 	ok, retry := l.User.Allow([]byte(user))
 	if !ok {
-		a.Metrics.rateLimited.Add(1)
+		a.Metrics.rateLimited.Inc()
 		writeRateLimited(ctx, retry)
 	}
 	return ok

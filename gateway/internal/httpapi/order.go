@@ -54,22 +54,22 @@ func (a *API) myOrder(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set(fasthttp.HeaderCacheControl, "no-store")
 	switch {
 	case errors.Is(err, holding.ErrNone):
-		a.Metrics.orderLookups[lookupNone].Add(1)
+		a.Metrics.orderLookups[lookupNone].Inc()
 		errNoOrder.Write(ctx)
 		return
 	case errors.Is(err, holding.ErrUnconfirmed):
 		// A purchase of hers still waiting for the broker, or one a dead
 		// gateway never published (freed after the order service's
 		// in-flight window): asking again settles it.
-		a.Metrics.orderLookups[lookupUnconfirmed].Add(1)
+		a.Metrics.orderLookups[lookupUnconfirmed].Inc()
 		errUnavailable.WriteOrder(ctx, o.ID.String())
 		return
 	case err != nil:
-		a.Metrics.orderLookups[lookupUnavailable].Add(1)
+		a.Metrics.orderLookups[lookupUnavailable].Inc()
 		errUnavailable.Write(ctx)
 		return
 	}
-	a.Metrics.orderLookups[lookupFound].Add(1)
+	a.Metrics.orderLookups[lookupFound].Inc()
 	v := orderView{OrderID: o.ID, SaleID: saleID, ItemID: o.ItemID, Status: o.Status}
 	if !o.ExpiresAt.IsZero() {
 		v.ExpiresAt = &o.ExpiresAt

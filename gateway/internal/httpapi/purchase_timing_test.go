@@ -12,6 +12,7 @@ import (
 
 	"github.com/fasthttp/router"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
@@ -100,7 +101,7 @@ func timingAPI(b testing.TB, purchase Limits) (*API, timingSale, timingSale) {
 		PurchaseLimits: purchase,
 		QueueLimits:    NewLimits(ratelimit.Rule{}, ratelimit.Rule{}, 64),
 		Log:            slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics:        &Metrics{},
+		Metrics:        newTestMetrics(b),
 		BaseCtx:        context.Background(),
 		Now:            time.Now,
 	}
@@ -124,6 +125,8 @@ type refusalCase struct {
 	path    string
 	authz   string
 	want    int
+	metrics *Metrics // the handler's counters
+	outcome string   // the purchases_total outcome the refusal counts
 }
 
 // refusalCases are the refusals most of a flash sale's crowd meets, through
@@ -135,17 +138,18 @@ func refusalCases(tb testing.TB) []refusalCase {
 	a, soldOut, open := timingAPI(tb, NewLimits(ratelimit.Rule{}, ratelimit.Rule{}, 64))
 	limited, _, _ := timingAPI(tb, NewLimits(ratelimit.Rule{}, ratelimit.Rule{Rate: 1e-9, Burst: 1}, 64))
 	h, hLimited := a.Public(), limited.Public()
+	m, mLimited := a.Metrics, limited.Metrics
 	return []refusalCase{
 		// The path most of a flash sale's crowd takes.
-		{"sold-out flag 410", h, soldOut.purchasePath(soldOut.gate), "", 410},
+		{"sold-out flag 410", h, soldOut.purchasePath(soldOut.gate), "", 410, m, "sold_out_flag"},
 		// A guessed or early purchase URL.
-		{"wrong gate 404", h, soldOut.purchasePath("0123456789abcdef0123456789abcdef"), "", 404},
-		{"unknown sale 404", h, fmt.Sprintf("/api/flash-sales/%d/g/%s/items/1/purchase", int64(1)<<62, soldOut.gate), "", 404},
+		{"wrong gate 404", h, soldOut.purchasePath("0123456789abcdef0123456789abcdef"), "", 404, m, "gate_closed"},
+		{"unknown sale 404", h, fmt.Sprintf("/api/flash-sales/%d/g/%s/items/1/purchase", int64(1)<<62, soldOut.gate), "", 404, m, "not_found"},
 		// Stock left but no token: the check after the flag.
-		{"no token 401", h, open.purchasePath(open.gate), "", 401},
-		{"malformed token 401", h, open.purchasePath(open.gate), "Basic dXNlcjpwYXNz", 401},
+		{"no token 401", h, open.purchasePath(open.gate), "", 401, m, "unauthorized"},
+		{"malformed token 401", h, open.purchasePath(open.gate), "Basic dXNlcjpwYXNz", 401, m, "unauthorized"},
 		// The per-IP limit, spent.
-		{"ip rate limited 429", hLimited, open.purchasePath(open.gate), "", 429},
+		{"ip rate limited 429", hLimited, open.purchasePath(open.gate), "", 429, mLimited, "rate_limited_ip"},
 	}
 }
 
@@ -179,8 +183,8 @@ func BenchmarkPurchaseRefusals(b *testing.B) {
 	rt.POST("/api/flash-sales/{saleId}/g/{gate}/items/{itemId}/purchase", bareSoldOut)
 	cases := append([]refusalCase{
 		// The ceiling: a constant answer, no router, no checks.
-		{"bare constant 410", bareSoldOut, soldOutPath, "", 410},
-		{"router + constant 410", rt.Handler, soldOutPath, "", 410},
+		{name: "bare constant 410", handler: bareSoldOut, path: soldOutPath, want: 410},
+		{name: "router + constant 410", handler: rt.Handler, path: soldOutPath, want: 410},
 	}, refusals...)
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -278,4 +282,14 @@ func BenchmarkPurchaseHandlerOnly(b *testing.B) {
 			}
 		})
 	}
+}
+
+// newTestMetrics registers the request counters in a registry of their own.
+func newTestMetrics(tb testing.TB) *Metrics {
+	tb.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
 }

@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/netip"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/fasthttp/router"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"flashsale/gateway/internal/admission"
@@ -28,6 +28,7 @@ import (
 	"flashsale/pkg/auth"
 	"flashsale/pkg/openapi"
 	"flashsale/pkg/stock"
+	"flashsale/pkg/telemetry"
 )
 
 // API holds what the handlers need.
@@ -53,8 +54,9 @@ type API struct {
 	Metrics *Metrics
 	// Ready reports whether dependencies answer; nil means always.
 	Ready func(context.Context) error
-	// Producer writes the Kafka producer's metrics on /metrics (nil: none).
-	Producer   interface{ WriteMetrics(io.Writer) }
+	// Gatherer is what /metrics serves: the registry holding Metrics, the
+	// state Collector, the producer's and the buyer's metrics.
+	Gatherer   prometheus.Gatherer
 	AdminToken []byte
 	// Bypass persists the bypass list for every gateway; nil disables the endpoint.
 	Bypass BypassStore
@@ -127,7 +129,7 @@ func (a *API) Admin() fasthttp.RequestHandler { return a.adminRouter().Handler }
 // adminRouter routes the admin listener (its test walks the routes).
 func (a *API) adminRouter() *router.Router {
 	r := router.New()
-	r.GET("/metrics", a.metrics)
+	r.GET("/metrics", telemetry.Handler(a.Gatherer))
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
 	r.GET(openapi.Path, openapi.Serve)
@@ -145,7 +147,7 @@ func (a *API) adminRouter() *router.Router {
 
 // CountPanic counts a handler panic on /metrics (the listeners' Recover,
 // pkg/httpserver, calls it).
-func (a *API) CountPanic() { a.Metrics.panics.Add(1) }
+func (a *API) CountPanic() { a.Metrics.panics.Inc() }
 
 // pathID parses a path id in its one canonical form (openapi.ParseID).
 func pathID(ctx *fasthttp.RequestCtx, name string) (int64, bool) {
@@ -180,14 +182,37 @@ func (a *API) purchase(ctx *fasthttp.RequestCtx) {
 
 // buy runs the purchase checks, cheapest first.
 func (a *API) buy(ctx *fasthttp.RequestCtx, saleID, itemID int64, gate []byte, idsOK bool) {
+	p, ok := a.admitPurchase(ctx, saleID, itemID, gate, idsOK)
+	if !ok {
+		return
+	}
+	start := time.Now()
+	receipt, err := a.Buyer.Buy(a.BaseCtx, saleID, itemID, p.user, p.tokenID)
+	a.Metrics.observe(time.Since(start))
+	a.answerPurchase(ctx, p.item, receipt, err)
+}
+
+// admittedPurchase is a purchase every edge check let through.
+type admittedPurchase struct {
+	item    *catalog.Item
+	user    string
+	tokenID string // the admission token's id when the sale is queued
+}
+
+// admitPurchase runs the edge's checks, cheapest first, and answers the
+// refusal itself when one fails (ok false): the URL names an open sale's
+// item behind the right gate, the item is not flagged sold out, the
+// shopper's address and then her verified token are within the limits,
+// and in a queued sale she was admitted.
+func (a *API) admitPurchase(ctx *fasthttp.RequestCtx, saleID, itemID int64, gate []byte, idsOK bool) (admittedPurchase, bool) {
 	if !idsOK {
 		a.refuse(ctx, outNotFound, errNotFound)
-		return
+		return admittedPurchase{}, false
 	}
 	sale, ok := a.Catalog.Sale(saleID)
 	if !ok {
 		a.refuse(ctx, outNotFound, errNotFound)
-		return
+		return admittedPurchase{}, false
 	}
 	// Before the opening or on a wrong gate the purchase URL does not
 	// exist: the same 404 for both, so a guess learns nothing. After the
@@ -196,62 +221,55 @@ func (a *API) buy(ctx *fasthttp.RequestCtx, saleID, itemID int64, gate []byte, i
 	// good" tells a client to stop retrying, where 404 read like a bad URL.
 	if now := a.Now(); !sale.CheckGate(gate) || now.Before(sale.StartsAt) {
 		a.refuse(ctx, outGateClosed, errNotFound)
-		return
+		return admittedPurchase{}, false
 	} else if !sale.IsOpen(now) {
 		a.refuse(ctx, outGateClosed, errSaleEnded)
-		return
+		return admittedPurchase{}, false
 	}
 	item, ok := sale.Item(itemID)
 	if !ok {
 		a.refuse(ctx, outNotFound, errNotFound)
-		return
+		return admittedPurchase{}, false
 	}
 	if item.SoldOut() {
 		a.refuse(ctx, outSoldOutFlag, errSoldOut)
-		return
+		return admittedPurchase{}, false
 	}
 	if !a.allowIP(ctx, a.PurchaseLimits) {
 		a.Metrics.count(outRateLimitedIP)
-		return
+		return admittedPurchase{}, false
 	}
 	user, ok := a.userID(ctx)
 	if !ok {
 		a.refuse(ctx, outUnauthorized, errUnauthorized)
-		return
+		return admittedPurchase{}, false
 	}
 	if !a.allowUser(ctx, a.PurchaseLimits, user) {
 		a.Metrics.count(outRateLimitedUser)
-		return
+		return admittedPurchase{}, false
 	}
-	var tokenID string
+	p := admittedPurchase{item: item, user: user}
 	if sale.Queue.Enabled && !a.bypasses(user) {
 		tok, err := a.Admission.Verify(string(ctx.Request.Header.Peek(HeaderAdmission)), saleID, user, a.Now())
 		if err != nil {
 			a.refuse(ctx, outNotAdmitted, errNotAdmitted)
-			return
+			return admittedPurchase{}, false
 		}
-		tokenID = tok.ID
+		p.tokenID = tok.ID
 	}
+	return p, true
+}
 
-	start := time.Now()
-	receipt, err := a.Buyer.Buy(a.BaseCtx, saleID, itemID, user, tokenID)
-	a.Metrics.observe(time.Since(start))
+// answerPurchase answers what Buy came to: 202 with the order, or the
+// refusal that explains why not.
+func (a *API) answerPurchase(ctx *fasthttp.RequestCtx, item *catalog.Item, receipt purchase.Receipt, err error) {
 	switch {
 	case err == nil:
 		a.Metrics.count(outAccepted)
 		if receipt.Replayed {
-			a.Metrics.replays.Add(1)
+			a.Metrics.replays.Inc()
 		}
-		ctx.Response.Header.SetContentTypeBytes(contentJSON)
-		ctx.SetStatusCode(fasthttp.StatusAccepted)
-		b := ctx.Response.BodyWriter()
-		var buf [96]byte
-		out := append(buf[:0], `{"orderId":"`...)
-		out = append(out, receipt.OrderID.String()...)
-		out = append(out, `","status":"`...)
-		out = append(out, receipt.Status...)
-		out = append(out, `"}`...)
-		_, _ = b.Write(out)
+		writeReceipt(ctx, receipt)
 	case errors.Is(err, stock.ErrSoldOut):
 		item.MarkSoldOut()
 		a.refuse(ctx, outSoldOut, errSoldOut)
@@ -277,19 +295,22 @@ func (a *API) buy(ctx *fasthttp.RequestCtx, saleID, itemID int64, gate []byte, i
 	}
 }
 
+// writeReceipt answers 202 {"orderId","status"} without an encoder.
+func writeReceipt(ctx *fasthttp.RequestCtx, r purchase.Receipt) {
+	ctx.Response.Header.SetContentTypeBytes(contentJSON)
+	ctx.SetStatusCode(fasthttp.StatusAccepted)
+	var buf [96]byte
+	out := append(buf[:0], `{"orderId":"`...)
+	out = append(out, r.OrderID.String()...)
+	out = append(out, `","status":"`...)
+	out = append(out, r.Status...)
+	out = append(out, `"}`...)
+	_, _ = ctx.Response.BodyWriter().Write(out)
+}
+
 func (a *API) refuse(ctx *fasthttp.RequestCtx, o outcome, e apiError) {
 	a.Metrics.count(o)
 	e.Write(ctx)
-}
-
-func (a *API) metrics(ctx *fasthttp.RequestCtx) {
-	ctx.SetContentType("text/plain; version=0.0.4")
-	_, _ = a.Metrics.WriteTo(ctx)
-	a.writeGauges(ctx)
-	if a.Producer != nil {
-		a.Producer.WriteMetrics(ctx)
-	}
-	writeProcess(ctx)
 }
 
 func (a *API) healthz(ctx *fasthttp.RequestCtx) {

@@ -84,7 +84,7 @@ func (a *API) queueJoin(ctx *fasthttp.RequestCtx) {
 		var req joinRequest
 		if err := json.Unmarshal(ctx.PostBody(), &req); err != nil ||
 			a.Admission.CheckProof(req.Challenge, req.Nonce, s.ID, user, a.Now()) != nil {
-			a.Metrics.badProof.Add(1)
+			a.Metrics.badProof.Inc()
 			errBadProof.Write(ctx)
 			return
 		}
@@ -96,7 +96,7 @@ func (a *API) queueJoin(ctx *fasthttp.RequestCtx) {
 		errUnavailable.Write(ctx)
 		return
 	}
-	a.Metrics.queueJoins.Add(1)
+	a.Metrics.queueJoins.Inc()
 	a.writeQueueStatus(ctx, c, s, user, ticket)
 }
 
@@ -158,7 +158,7 @@ func (a *API) writeQueueStatus(ctx *fasthttp.RequestCtx, c context.Context, s *c
 		v.AdmissionToken = a.Admission.Sign(admission.Token{SaleID: s.ID, UserID: user, ID: ticket, Expires: exp})
 		v.AdmissionUntil = &exp
 		v.PurchasePath = purchasePath(s)
-		a.Metrics.admissions.Add(1)
+		a.Metrics.admissions.Inc()
 	default:
 		v.State = "WAITING"
 		v.Position = &st.Position

@@ -1,57 +1,58 @@
 package publish
 
 import (
-	"fmt"
-	"io"
-	"sync/atomic"
-	"time"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ackBuckets are the upper bounds (seconds) of the produce→acknowledgement
 // histogram: a healthy local broker answers in a millisecond or two, a
 // replicated one in a few, a failing one at the publish timeout.
-var ackBuckets = [...]float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+var ackBuckets = []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
 
-// ackLatency is a histogram of publish latencies in atomics: no lock and no
-// allocation per observation.
-type ackLatency struct {
-	buckets   [len(ackBuckets) + 1]atomic.Uint64
-	sumMicros atomic.Uint64
-	failed    atomic.Uint64
-	refused   atomic.Uint64 // failing fast, never handed to librdkafka
+const namespace = "flashsale_gateway"
+
+// metrics are the producer's: the time from Produce to the broker's
+// acknowledgement of every acknowledged publish, the publishes that failed
+// and those refused while failing fast. Observing costs no lock and no
+// allocation.
+type metrics struct {
+	ack     prometheus.Histogram
+	failed  prometheus.Counter
+	refused prometheus.Counter // failing fast, never handed to librdkafka
 }
 
-func (h *ackLatency) observe(d time.Duration) {
-	s := d.Seconds()
-	i := 0
-	for i < len(ackBuckets) && s > ackBuckets[i] {
-		i++
+var descFailingFast = prometheus.NewDesc(namespace+"_publish_failing_fast",
+	"1 while purchases are refused at once because the broker failed the last deliveries.", nil, nil)
+
+func newMetrics() metrics {
+	return metrics{
+		ack: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "publish_ack_duration_seconds",
+			Help:    "Time from handing an order to the producer to the broker's acknowledgement (acks=all), acknowledged publishes only.",
+			Buckets: ackBuckets}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "publish_failed_total",
+			Help: "Publishes the broker did not acknowledge within the publish timeout."}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "publish_refused_total",
+			Help: "Publishes refused at once while failing fast."}),
 	}
-	h.buckets[i].Add(1)
-	h.sumMicros.Add(uint64(d.Microseconds()))
 }
 
-// WriteMetrics writes the producer's metrics in the Prometheus text format:
-// the time from Produce to the broker's acknowledgement of every
-// acknowledged publish, the publishes that failed, and whether it is
-// failing fast.
-func (p *Producer) WriteMetrics(w io.Writer) {
-	h := &p.latency
-	fmt.Fprint(w, "# HELP flashsale_gateway_publish_ack_seconds Time from handing an order to the producer to the broker's acknowledgement (acks=all), acknowledged publishes only.\n# TYPE flashsale_gateway_publish_ack_seconds histogram\n")
-	var cum uint64
-	for i, le := range ackBuckets {
-		cum += h.buckets[i].Load()
-		fmt.Fprintf(w, "flashsale_gateway_publish_ack_seconds_bucket{le=\"%g\"} %d\n", le, cum)
-	}
-	cum += h.buckets[len(ackBuckets)].Load()
-	fmt.Fprintf(w, "flashsale_gateway_publish_ack_seconds_bucket{le=\"+Inf\"} %d\n", cum)
-	fmt.Fprintf(w, "flashsale_gateway_publish_ack_seconds_sum %g\n", float64(h.sumMicros.Load())/1e6)
-	fmt.Fprintf(w, "flashsale_gateway_publish_ack_seconds_count %d\n", cum)
-	fmt.Fprintf(w, "# HELP flashsale_gateway_publish_failed_total Publishes the broker did not acknowledge within the publish timeout.\n# TYPE flashsale_gateway_publish_failed_total counter\nflashsale_gateway_publish_failed_total %d\n", h.failed.Load())
-	fmt.Fprintf(w, "# HELP flashsale_gateway_publish_refused_total Publishes refused at once while failing fast.\n# TYPE flashsale_gateway_publish_refused_total counter\nflashsale_gateway_publish_refused_total %d\n", h.refused.Load())
-	failing := 0
+// Describe and Collect make the producer a prometheus.Collector: the
+// gateway registers it beside its other metrics.
+func (p *Producer) Describe(ch chan<- *prometheus.Desc) {
+	p.metrics.ack.Describe(ch)
+	p.metrics.failed.Describe(ch)
+	p.metrics.refused.Describe(ch)
+	ch <- descFailingFast
+}
+
+// Collect reads the counters and whether the producer is failing fast now.
+func (p *Producer) Collect(ch chan<- prometheus.Metric) {
+	p.metrics.ack.Collect(ch)
+	p.metrics.failed.Collect(ch)
+	p.metrics.refused.Collect(ch)
+	failing := 0.0
 	if p.FailingFast() {
 		failing = 1
 	}
-	fmt.Fprintf(w, "# HELP flashsale_gateway_publish_failing_fast 1 while purchases are refused at once because the broker failed the last deliveries.\n# TYPE flashsale_gateway_publish_failing_fast gauge\nflashsale_gateway_publish_failing_fast %d\n", failing)
+	ch <- prometheus.MustNewConstMetric(descFailingFast, prometheus.GaugeValue, failing)
 }

@@ -56,7 +56,7 @@ type Producer struct {
 	topic    string
 	inFlight atomic.Int64 // handed to librdkafka, delivery report not yet read
 	breaker  breaker
-	latency  ackLatency
+	metrics  metrics
 	now      func() time.Time
 }
 
@@ -93,7 +93,7 @@ func New(cfg Config) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create kafka producer: %w", err)
 	}
-	return &Producer{p: p, topic: cfg.Topic, now: time.Now,
+	return &Producer{p: p, topic: cfg.Topic, now: time.Now, metrics: newMetrics(),
 		breaker: breaker{threshold: int64(cfg.FailFastAfter), cooldown: cfg.FailFastFor}}, nil
 }
 
@@ -106,16 +106,16 @@ func (p *Producer) Publish(itemID int64, value []byte) error {
 	start := p.now()
 	ok, trial := p.breaker.allow(start)
 	if !ok {
-		p.latency.refused.Add(1)
+		p.metrics.refused.Inc()
 		return errBrokerDown
 	}
 	err := p.publish(itemID, value)
 	switch {
 	case err == nil:
-		p.latency.observe(p.now().Sub(start))
+		p.metrics.ack.Observe(p.now().Sub(start).Seconds())
 		p.breaker.success(trial)
 	case errors.Is(err, ErrUnconfirmed):
-		p.latency.failed.Add(1)
+		p.metrics.failed.Inc()
 		p.breaker.failure(p.now(), trial)
 	default: // refused locally: says nothing about the broker
 		if trial {

@@ -59,9 +59,16 @@ type Publisher interface {
 
 // Buyer runs purchases.
 type Buyer struct {
-	retries      chan release   // releases that failed, retried by RunRetries
-	unsettled    chan heldOrder // held orders settled again by RunSettles
-	backingOff   atomic.Int64   // releases and settlements waiting out a backoff
+	retries   chan release   // releases that failed, retried by RunRetries
+	unsettled chan heldOrder // held orders settled again by RunSettles
+	// releasesBackingOff and settlesBackingOff count the releases and the
+	// held orders waiting out a backoff (off their queues meanwhile).
+	releasesBackingOff atomic.Int64
+	settlesBackingOff  atomic.Int64
+	// stranded counts reservations given up on (a queue full, the attempts
+	// spent): their units stay reserved until a reconcile repair or the
+	// order service's abandoned-reservation pass.
+	stranded     atomic.Uint64
 	stock        *stock.Store
 	redis        rueidis.Client
 	pub          Publisher
@@ -176,6 +183,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		select {
 		case b.unsettled <- heldOrder{o: placed}:
 		default:
+			b.stranded.Add(1)
 			b.log.Error("settle queue full; the unit stays reserved until reconcile", "order", oid)
 		}
 		return Receipt{OrderID: orderID}, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -274,6 +282,7 @@ func (b *Buyer) release(ctx context.Context, saleID, itemID int64, userID, order
 	select {
 	case b.retries <- r:
 	default:
+		b.stranded.Add(1)
 		b.log.Error("reservation not released and the retry queue is full; run reconcile",
 			"sale", saleID, "item", itemID, "order", orderID)
 	}
@@ -305,7 +314,7 @@ func (b *Buyer) RunRetries(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			if n := len(b.retries) + int(b.backingOff.Load()); n > 0 {
+			if n := b.pendingReleases(); n > 0 {
 				b.log.Error("reservations not released at shutdown; run reconcile", "count", n)
 			}
 			return
@@ -314,10 +323,11 @@ func (b *Buyer) RunRetries(ctx context.Context) {
 				continue
 			}
 			r.attempts++
-			later(&b.backingOff, min(time.Duration(r.attempts)*100*time.Millisecond, 2*time.Second), func() {
+			later(&b.releasesBackingOff, min(time.Duration(r.attempts)*100*time.Millisecond, 2*time.Second), func() {
 				select {
 				case b.retries <- r:
 				default:
+					b.stranded.Add(1)
 					b.log.Error("reservation not released and the retry queue is full; run reconcile", "order", r.orderID)
 				}
 			})
@@ -357,8 +367,8 @@ func (b *Buyer) RunSettles(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			if n := len(b.unsettled) + int(b.backingOff.Load()); n > 0 {
-				b.log.Error("held orders or releases pending at shutdown; run reconcile", "count", n)
+			if n := b.held(); n > 0 {
+				b.log.Error("held orders pending at shutdown; run reconcile", "count", n)
 			}
 			return
 		case h := <-b.unsettled:
@@ -376,13 +386,15 @@ func (b *Buyer) RunSettles(ctx context.Context) {
 			}
 			h.attempts++
 			if h.attempts >= settleAttempts {
+				b.stranded.Add(1)
 				b.log.Error("held order still not settled; its unit stays reserved until reconcile", "order", h.o.OrderID, "err", err)
 				continue
 			}
-			later(&b.backingOff, min(time.Duration(h.attempts)*200*time.Millisecond, 5*time.Second), func() {
+			later(&b.settlesBackingOff, min(time.Duration(h.attempts)*200*time.Millisecond, 5*time.Second), func() {
 				select {
 				case b.unsettled <- h:
 				default:
+					b.stranded.Add(1)
 					b.log.Error("settle queue full; the unit stays reserved until reconcile", "order", h.o.OrderID)
 				}
 			})

@@ -166,85 +166,119 @@ func (s *PGSettler) flush(ctx context.Context, batch []*settleReq) {
 	}
 }
 
+// settleBatch writes the batch's tombstones in one transaction, reads who
+// holds the ids it found taken, and tells each order's settlement.
 func (s *PGSettler) settleBatch(ctx context.Context, batch []*settleReq) ([]settleResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	n := len(batch)
-	ids := make([]uuid.UUID, n)
-	sales := make([]int64, n)
-	items := make([]int64, n)
-	users := make([]string, n)
-	placed := make([]time.Time, n)
-	for i, r := range batch {
-		ids[i], sales[i], items[i], users[i], placed[i] = r.o.OrderID, r.o.SaleID, r.o.ItemID, r.o.UserID, r.o.PlacedAt
-	}
-	written := make(map[uuid.UUID]bool, n)
-	reasons := map[uuid.UUID]string{}
+	cols := tombstoneColumns(batch)
+	var written map[uuid.UUID]bool
+	var reasons map[uuid.UUID]string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// SET LOCAL takes no parameters; the value is an integer we format.
 		ms := max(s.timeout*3/4, 5*time.Millisecond).Milliseconds()
 		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", ms)); err != nil {
 			return fmt.Errorf("statement timeout: %w", err)
 		}
-		rows, err := tx.Query(ctx, sqlTombstones, ids, sales, items, users, placed, ReasonPublishFailed)
-		if err != nil {
-			return fmt.Errorf("insert: %w", err)
+		var err error
+		if written, err = writeTombstones(ctx, tx, cols); err != nil || len(written) == len(cols.ids) {
+			return err
 		}
-		got, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-		if err != nil {
-			return fmt.Errorf("insert: %w", err)
-		}
-		for _, id := range got {
-			written[id] = true
-		}
-		if len(got) == n {
-			return nil
-		}
-		var taken []uuid.UUID
-		for _, id := range ids {
-			if !written[id] {
-				taken = append(taken, id)
-			}
-		}
-		rows, err = tx.Query(ctx, sqlTaken, taken)
-		if err != nil {
-			return fmt.Errorf("read existing orders: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id uuid.UUID
-			var reason string
-			if err := rows.Scan(&id, &reason); err != nil {
-				return fmt.Errorf("read existing orders: %w", err)
-			}
-			reasons[id] = reason
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read existing orders: %w", err)
-		}
-		return nil
+		reasons, err = takenReasons(ctx, tx, cols.ids, written)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]settleResult, n)
-	for i, id := range ids {
+	out := make([]settleResult, len(cols.ids))
+	for i, id := range cols.ids {
 		reason, taken := reasons[id]
-		switch {
-		case written[id]:
-			out[i] = settleResult{s: Abandoned}
-		case !taken:
-			// Neither inserted nor found: nothing should delete orders.
-			out[i] = settleResult{err: fmt.Errorf("settle order %s: neither written nor found", id)}
-		case reason == ReasonPublishFailed, reason == event.RejectAbandoned:
-			// Our own tombstone, from an earlier settlement of this order,
-			// or the order service's for a reservation it found abandoned
-			// (its outbox gives the unit back; releasing here too is a
-			// no-op, the release being keyed by order id).
-			out[i] = settleResult{s: Abandoned}
-		default:
-			out[i] = settleResult{s: Placed}
-		}
+		out[i] = settlementOf(id, written[id], taken, reason)
 	}
 	return out, nil
+}
+
+// tombstones are a batch's orders as the columns sqlTombstones unnests.
+type tombstones struct {
+	ids    []uuid.UUID
+	sales  []int64
+	items  []int64
+	users  []string
+	placed []time.Time
+}
+
+func tombstoneColumns(batch []*settleReq) tombstones {
+	n := len(batch)
+	c := tombstones{ids: make([]uuid.UUID, n), sales: make([]int64, n), items: make([]int64, n),
+		users: make([]string, n), placed: make([]time.Time, n)}
+	for i, r := range batch {
+		c.ids[i], c.sales[i], c.items[i], c.users[i], c.placed[i] = r.o.OrderID, r.o.SaleID, r.o.ItemID, r.o.UserID, r.o.PlacedAt
+	}
+	return c
+}
+
+// writeTombstones inserts the REJECTED rows and returns the ids it wrote.
+func writeTombstones(ctx context.Context, tx pgx.Tx, c tombstones) (map[uuid.UUID]bool, error) {
+	rows, err := tx.Query(ctx, sqlTombstones, c.ids, c.sales, c.items, c.users, c.placed, ReasonPublishFailed)
+	if err != nil {
+		return nil, fmt.Errorf("insert: %w", err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("insert: %w", err)
+	}
+	written := make(map[uuid.UUID]bool, len(got))
+	for _, id := range got {
+		written[id] = true
+	}
+	return written, nil
+}
+
+// takenReasons reads the reject_reason (” for a live order) of every id
+// the insert did not write.
+func takenReasons(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, written map[uuid.UUID]bool) (map[uuid.UUID]string, error) {
+	var taken []uuid.UUID
+	for _, id := range ids {
+		if !written[id] {
+			taken = append(taken, id)
+		}
+	}
+	rows, err := tx.Query(ctx, sqlTaken, taken)
+	if err != nil {
+		return nil, fmt.Errorf("read existing orders: %w", err)
+	}
+	defer rows.Close()
+	reasons := make(map[uuid.UUID]string, len(taken))
+	for rows.Next() {
+		var id uuid.UUID
+		var reason string
+		if err := rows.Scan(&id, &reason); err != nil {
+			return nil, fmt.Errorf("read existing orders: %w", err)
+		}
+		reasons[id] = reason
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read existing orders: %w", err)
+	}
+	return reasons, nil
+}
+
+// settlementOf is the fate of order id: written by our insert, or taken
+// by a row whose reject_reason is reason.
+func settlementOf(id uuid.UUID, written, taken bool, reason string) settleResult {
+	switch {
+	case written:
+		return settleResult{s: Abandoned}
+	case !taken:
+		// Neither inserted nor found: nothing should delete orders.
+		return settleResult{err: fmt.Errorf("settle order %s: neither written nor found", id)}
+	case reason == ReasonPublishFailed, reason == event.RejectAbandoned:
+		// Our own tombstone, from an earlier settlement of this order, or
+		// the order service's for a reservation it found abandoned (its
+		// outbox gives the unit back; releasing here too is a no-op, the
+		// release being keyed by order id).
+		return settleResult{s: Abandoned}
+	default:
+		return settleResult{s: Placed}
+	}
 }

@@ -158,5 +158,9 @@ func (l *Limiter) Len() int {
 	return n
 }
 
+// MaxKeys is how many buckets the limiter holds at most (its shards' room
+// in all; New rounds the asked number down to a multiple of the shards).
+func (l *Limiter) MaxKeys() int { return l.maxKeys * numShards }
+
 // Overflows counts keys that were not tracked because the table was full.
 func (l *Limiter) Overflows() uint64 { return l.overflow.Load() }

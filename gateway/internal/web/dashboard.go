@@ -4,18 +4,19 @@ import (
 	"flashsale/pkg/adminauth"
 	"flashsale/pkg/httperr"
 
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/errgroup"
 
@@ -32,9 +33,9 @@ type Sources struct {
 	// Orders reads orders by status, consumer lag and the reconcile verdict
 	// from the order service; nil leaves them out.
 	Orders *OrdersClient
-	// Metrics writes the gateway's counters in the Prometheus text format;
-	// the sampler reads them from there so a new outcome shows up unasked.
-	Metrics        io.WriterTo
+	// Gatherer is the gateway's metrics registry; the sampler reads the
+	// counters from it in process, so a new outcome shows up unasked.
+	Gatherer       prometheus.Gatherer
 	PurchaseLimits httpapi.Limits
 	QueueLimits    httpapi.Limits
 	AdminToken     []byte
@@ -93,12 +94,12 @@ func (d *Dashboard) Run(ctx context.Context) {
 
 // Sample reads the counters once (Run calls it; tests call it directly).
 func (d *Dashboard) Sample(now time.Time) {
-	var buf bytes.Buffer
-	if _, err := d.src.Metrics.WriteTo(&buf); err != nil {
+	fams, err := d.src.Gatherer.Gather()
+	if err != nil {
 		d.src.Log.Warn("dashboard sample", "err", err)
 		return
 	}
-	s := parseCounters(&buf)
+	s := counters(fams)
 	s.at = now
 	d.mu.Lock()
 	d.samples = append(d.samples, s)
@@ -108,36 +109,32 @@ func (d *Dashboard) Sample(now time.Time) {
 	d.mu.Unlock()
 }
 
-const purchasesMetric = "flashsale_gateway_purchases_total"
+const (
+	purchasesMetric = httpapi.Namespace + "_purchases_total"
+	gatewayPrefix   = httpapi.Namespace + "_"
+)
 
-// parseCounters reads the counters the dashboard shows from Prometheus
-// text: purchases by outcome and the unlabelled *_total counters.
-func parseCounters(r io.Reader) sample {
+// counters picks the counters the dashboard shows from a gathering:
+// purchases by outcome and the gateway's unlabelled counters.
+func counters(fams []*dto.MetricFamily) sample {
 	s := sample{outcomes: map[string]uint64{}, other: map[string]uint64{}}
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
+	for _, mf := range fams {
+		name := mf.GetName()
+		if mf.GetType() != dto.MetricType_COUNTER || !strings.HasPrefix(name, gatewayPrefix) {
 			continue
 		}
-		sp := bytes.LastIndexByte([]byte(line), ' ')
-		if sp < 0 {
-			continue
-		}
-		name, val := line[:sp], line[sp+1:]
-		n, err := strconv.ParseUint(val, 10, 64)
-		if err != nil {
-			continue
-		}
-		switch {
-		case len(name) > len(purchasesMetric)+len(`{outcome=""}`) && name[:len(purchasesMetric)] == purchasesMetric:
-			label := name[len(purchasesMetric):]
-			const open = `{outcome="`
-			if len(label) > len(open)+2 && label[:len(open)] == open {
-				s.outcomes[label[len(open):len(label)-2]] = n
+		for _, m := range mf.GetMetric() {
+			v := uint64(m.GetCounter().GetValue())
+			switch {
+			case name == purchasesMetric:
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "outcome" {
+						s.outcomes[l.GetValue()] = v
+					}
+				}
+			case len(m.GetLabel()) == 0:
+				s.other[name] = v
 			}
-		case !bytes.ContainsAny([]byte(name), "{") && len(name) > 6 && name[len(name)-6:] == "_total":
-			s.other[name] = n
 		}
 	}
 	return s

@@ -116,7 +116,7 @@ func queuedSale(t *testing.T) (*catalog.Catalog, int64, int64) {
 
 func dashboardFor(t *testing.T, cat *catalog.Catalog, q *queue.Queue, orders *OrdersClient) *Dashboard {
 	t.Helper()
-	d, err := NewDashboard(Sources{Catalog: cat, Queue: q, Orders: orders, Metrics: &httpapi.Metrics{},
+	d, err := NewDashboard(Sources{Catalog: cat, Queue: q, Orders: orders, Gatherer: gatewayRegistry(t),
 		PurchaseLimits: httpapi.NewLimits(ratelimit.Rule{}, ratelimit.Rule{}, 100),
 		QueueLimits:    httpapi.NewLimits(ratelimit.Rule{}, ratelimit.Rule{}, 100),
 		AdminToken:     []byte(ordersToken)})

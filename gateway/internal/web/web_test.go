@@ -2,12 +2,12 @@ package web
 
 import (
 	"encoding/json"
-	"io"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/valyala/fasthttp"
 
 	"flashsale/gateway/internal/catalog"
@@ -66,9 +66,19 @@ func TestSalePage(t *testing.T) {
 	}
 }
 
-func newDashboard(t *testing.T, m io.WriterTo) *Dashboard {
+// gatewayRegistry holds the gateway's request counters, as the gateway's does.
+func gatewayRegistry(t *testing.T) *prometheus.Registry {
 	t.Helper()
-	d, err := NewDashboard(Sources{Catalog: catalog.New(nil, nil), Metrics: m,
+	reg := prometheus.NewRegistry()
+	if _, err := httpapi.NewMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+func newDashboard(t *testing.T, g prometheus.Gatherer) *Dashboard {
+	t.Helper()
+	d, err := NewDashboard(Sources{Catalog: catalog.New(nil, nil), Gatherer: g,
 		PurchaseLimits: httpapi.NewLimits(ratelimit.Rule{Rate: 1, Burst: 3}, ratelimit.Rule{Rate: 50, Burst: 100}, 100),
 		QueueLimits:    httpapi.NewLimits(ratelimit.Rule{Rate: 2, Burst: 5}, ratelimit.Rule{}, 100),
 		AdminToken:     []byte("admin-token-0123456789")})
@@ -79,7 +89,7 @@ func newDashboard(t *testing.T, m io.WriterTo) *Dashboard {
 }
 
 func TestDashboardRoutes(t *testing.T) {
-	d := newDashboard(t, &httpapi.Metrics{})
+	d := newDashboard(t, gatewayRegistry(t))
 	h := d.Admin(next)
 	tests := []struct {
 		name, method, path, auth string
@@ -105,14 +115,13 @@ func TestDashboardRoutes(t *testing.T) {
 	}
 }
 
-// The sampler reads the counters from the Prometheus text, so the rates
-// per outcome are deltas between samples divided by the time between them.
+// The sampler reads the counters from the registry, so the rates per
+// outcome are deltas between samples divided by the time between them.
 func TestDashboardRates(t *testing.T) {
-	m := &httpapi.Metrics{}
-	d := newDashboard(t, &counting{m: m})
+	cm := &counting{g: gatewayRegistry(t)}
+	d := newDashboard(t, cm)
 	t0 := time.Unix(1_800_000_000, 0)
 	d.Sample(t0)
-	cm := d.src.Metrics.(*counting)
 	cm.extra = map[string]uint64{"accepted": 10, "sold_out_flag": 400}
 	d.Sample(t0.Add(2 * time.Second))
 	st := d.State(t.Context(), t0.Add(2*time.Second), nil)
@@ -144,23 +153,28 @@ func TestDashboardRates(t *testing.T) {
 	}
 }
 
-// counting adds fixed values to the real metrics text, as if requests had
-// been counted (the counters themselves are unexported).
+// counting sets purchase counters of the real registry's gathering to
+// fixed values, as if requests had been counted (the counters themselves
+// are unexported).
 type counting struct {
-	m     *httpapi.Metrics
+	g     prometheus.Gatherer
 	extra map[string]uint64
 }
 
-func (c *counting) WriteTo(w io.Writer) (int64, error) {
-	var sb strings.Builder
-	if _, err := c.m.WriteTo(&sb); err != nil {
-		return 0, err
+func (c *counting) Gather() ([]*dto.MetricFamily, error) {
+	fams, err := c.g.Gather()
+	for _, mf := range fams {
+		if mf.GetName() != httpapi.Namespace+"_purchases_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if n, ok := c.extra[l.GetValue()]; ok && l.GetName() == "outcome" {
+					v := float64(n)
+					m.Counter.Value = &v
+				}
+			}
+		}
 	}
-	text := sb.String()
-	for o, n := range c.extra {
-		text = strings.Replace(text, `flashsale_gateway_purchases_total{outcome="`+o+`"} 0`,
-			`flashsale_gateway_purchases_total{outcome="`+o+`"} `+strconv.FormatUint(n, 10), 1)
-	}
-	k, err := w.Write([]byte(text))
-	return int64(k), err
+	return fams, err
 }

@@ -362,10 +362,10 @@ func readGatewayMetrics(ctx context.Context, api *stackapi.Client, adminURL stri
 	if err != nil {
 		return
 	}
-	if mf := fams["flashsale_process_peak_resident_memory_bytes"]; mf != nil && len(mf.GetMetric()) > 0 {
-		rep.GatewayPeakRSSMiB = mf.GetMetric()[0].GetGauge().GetValue() / (1 << 20)
+	if v, ok := fams.Value("flashsale_gateway_process_peak_resident_memory_bytes"); ok {
+		rep.GatewayPeakRSSMiB = v / (1 << 20)
 	}
-	ack := fams["flashsale_gateway_publish_ack_seconds"]
+	ack := fams["flashsale_gateway_publish_ack_duration_seconds"]
 	if v, ok := stackapi.HistogramQuantile(ack, 0.5); ok {
 		rep.PublishAckMs.P50 = v * 1000
 	}

@@ -27,6 +27,7 @@ import (
 	"flashsale/pkg/auth"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
+	"flashsale/tools/scrape"
 	"flashsale/tools/testenv"
 )
 
@@ -113,7 +114,7 @@ func publicAPI(t *testing.T, pool *pgxpool.Pool, rc rueidis.Client) *fasthttp.Cl
 		t.Fatal(err)
 	}
 	st := store.New(pool)
-	m := &metrics.Counters{}
+	m := metrics.New()
 	h := api.NewHealth(st, m, nil)
 	rl := relay.New(st, stock.New(rc), quiet, m)
 	return serve(t, api.NewPublic(st, rc, rl, v, h, quiet).Handler(context.Background()))
@@ -243,7 +244,7 @@ func TestAdmin(t *testing.T) {
 	t.Cleanup(rc.Close)
 	st := store.New(pool)
 	consumerReady := error(nil)
-	h := api.NewHealth(st, &metrics.Counters{}, map[string]api.ReadyChecker{"kafka-consumer": readyFunc(func() error { return consumerReady })})
+	h := api.NewHealth(st, metrics.New(), map[string]api.ReadyChecker{"kafka-consumer": readyFunc(func() error { return consumerReady })})
 	c := serve(t, api.NewAdmin(sale.NewService(st, stock.New(rc), sale.WithAcceptedRecords(rc)), adminToken, h, nil, quiet).Handler(context.Background()))
 	bearer := "Bearer " + string(adminToken)
 
@@ -304,7 +305,12 @@ func TestAdmin(t *testing.T) {
 		{name: "readyz", method: "GET", path: "/readyz", wantStatus: 200},
 		{name: "metrics", method: "GET", path: "/metrics", wantStatus: 200,
 			check: func(t *testing.T, r response) {
-				if !strings.Contains(r.raw, "orders_persisted_total 0") || !strings.Contains(r.raw, "batch_seconds_count") {
+				fams, err := scrape.Parse(strings.NewReader(r.raw))
+				if err != nil {
+					t.Fatal(err)
+				}
+				persisted, ok := fams.Value("flashsale_ordersvc_orders_persisted_total")
+				if _, batch := fams.Value("flashsale_ordersvc_batch_duration_seconds"); !ok || persisted != 0 || !batch {
 					t.Errorf("metrics: %s", r.raw)
 				}
 			}},

@@ -25,7 +25,7 @@ func BenchmarkGetOrderRefusals(b *testing.B) {
 	}
 	// The refusals below never reach PostgreSQL.
 	st := store.New(nil)
-	h := api.NewPublic(st, nil, nil, v, api.NewHealth(st, &metrics.Counters{}, nil), quiet).Handler(context.Background())
+	h := api.NewPublic(st, nil, nil, v, api.NewHealth(st, metrics.New(), nil), quiet).Handler(context.Background())
 	cases := []struct {
 		name, path, authz string
 		want              int

@@ -11,6 +11,7 @@ import (
 	"flashsale/ordersvc/internal/metrics"
 	"flashsale/ordersvc/internal/store"
 	"flashsale/pkg/openapi"
+	"flashsale/pkg/telemetry"
 )
 
 // ReadyChecker reports whether a component can do its work (the consumer).
@@ -23,13 +24,14 @@ type Health struct {
 	store    *store.Store
 	checks   map[string]ReadyChecker
 	metrics  *metrics.Counters
+	scrape   fasthttp.RequestHandler // /metrics: the registry, in the format asked for
 	draining atomic.Bool
 }
 
 // NewHealth builds the health endpoints; checks are named components that
 // must be ready besides PostgreSQL.
 func NewHealth(st *store.Store, m *metrics.Counters, checks map[string]ReadyChecker) *Health {
-	return &Health{store: st, metrics: m, checks: checks}
+	return &Health{store: st, metrics: m, checks: checks, scrape: telemetry.Handler(m.Gatherer())}
 }
 
 // Drain marks the service unready, first step of shutdown, so load
@@ -39,7 +41,7 @@ func (h *Health) Drain() { h.draining.Store(true) }
 func (h *Health) register(base context.Context, r *router.Router) {
 	r.GET("/healthz", h.healthz)
 	r.GET("/readyz", func(ctx *fasthttp.RequestCtx) { h.readyz(base, ctx) })
-	r.GET("/metrics", h.serveMetrics)
+	r.GET("/metrics", h.scrape)
 	r.GET(openapi.Path, openapi.Serve)
 }
 
@@ -82,9 +84,4 @@ func (h *Health) readyz(base context.Context, rctx *fasthttp.RequestCtx) {
 		rctx.Response.Header.Set("Retry-After", "1")
 	}
 	writeJSON(rctx, status, res)
-}
-
-func (h *Health) serveMetrics(ctx *fasthttp.RequestCtx) {
-	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
-	_, _ = h.metrics.WriteTo(ctx) // writes into the response buffer; cannot fail
 }

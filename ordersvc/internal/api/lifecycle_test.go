@@ -3,11 +3,13 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/valyala/fasthttp"
 
 	"flashsale/ordersvc/internal/api"
@@ -17,6 +19,7 @@ import (
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/accepted"
 	"flashsale/pkg/stock"
+	"flashsale/tools/scrape"
 	"flashsale/tools/testenv"
 )
 
@@ -131,7 +134,7 @@ func TestPaymentWebhook(t *testing.T) {
 	rc := redisClient(t)
 	st := store.New(pool)
 	secret := []byte("webhook-secret-0123456789abcdef-0123")
-	m := &metrics.Counters{}
+	m := metrics.New()
 	wh, err := api.NewPaymentWebhook(st, rc, secret, m, quiet)
 	if err != nil {
 		t.Fatal(err)
@@ -185,8 +188,8 @@ func TestPaymentWebhook(t *testing.T) {
 	if r := post(unknown, api.Sign(secret, []byte(unknown))); r.status != 404 {
 		t.Errorf("unknown order: got %d %s, want 404", r.status, r.raw)
 	}
-	if got := m.OrdersPaid.Load(); got != 1 {
-		t.Errorf("orders_paid_total: got %d, want 1 (replays do not count)", got)
+	if got := testutil.ToFloat64(m.OrdersPaid); got != 1 {
+		t.Errorf("orders_paid_total: got %v, want 1 (replays do not count)", got)
 	}
 	// Without a secret there is no webhook endpoint.
 	plain := serve(t, api.NewAdmin(sale.NewService(st, stock.New(rc)), adminToken, h, nil, quiet).Handler(context.Background()))
@@ -201,7 +204,7 @@ func TestAdminReconcile(t *testing.T) {
 	pool := testdb.Pool(t)
 	rc := redisClient(t)
 	st, stk := store.New(pool), stock.New(rc)
-	m := &metrics.Counters{}
+	m := metrics.New()
 	h := api.NewHealth(st, m, nil)
 	c := serve(t, api.NewAdmin(sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithMetrics(m)), adminToken, h, nil, quiet).Handler(context.Background()))
 	bearer := "Bearer " + string(adminToken)
@@ -214,17 +217,18 @@ func TestAdminReconcile(t *testing.T) {
 	}
 	p := fmt.Sprintf("/admin/sales/%d/reconcile", s.ID)
 	steps := []struct {
-		name        string
-		path        string
-		wantStatus  int
-		wantClean   bool
-		wantMetrics string
+		name       string
+		path       string
+		wantStatus int
+		wantClean  bool
+		wantMetric string // the sale's series on /metrics after the call ("": not looked at)
+		wantValue  float64
 	}{
-		{"lost stock key found", p, 200, false, fmt.Sprintf("reconcile_differences{sale=\"%d\"} 1\n", s.ID)},
-		{"bad repair flag", p + "?repair=maybe", 400, false, ""},
-		{"repaired", p + "?repair=true", 200, false, fmt.Sprintf("reconcile_repaired{sale=\"%d\"} 1\n", s.ID)},
-		{"clean after the repair", p, 200, true, fmt.Sprintf("reconcile_differences{sale=\"%d\"} 0\n", s.ID)},
-		{"unknown sale", "/admin/sales/999999999999/reconcile", 404, false, ""},
+		{"lost stock key found", p, 200, false, "flashsale_ordersvc_reconcile_differences", 1},
+		{"bad repair flag", p + "?repair=maybe", 400, false, "", 0},
+		{"repaired", p + "?repair=true", 200, false, "flashsale_ordersvc_reconcile_repaired", 1},
+		{"clean after the repair", p, 200, true, "flashsale_ordersvc_reconcile_differences", 0},
+		{"unknown sale", "/admin/sales/999999999999/reconcile", 404, false, "", 0},
 	}
 	for _, tt := range steps {
 		r := do(t, c, "POST", tt.path, bearer, "")
@@ -235,9 +239,14 @@ func TestAdminReconcile(t *testing.T) {
 		if r.status == 200 && r.body["clean"] != tt.wantClean {
 			t.Errorf("%s: clean %v, want %v: %s", tt.name, r.body["clean"], tt.wantClean, r.raw)
 		}
-		if tt.wantMetrics != "" {
-			if mr := do(t, c, "GET", "/metrics", "", ""); !strings.Contains(mr.raw, tt.wantMetrics) {
-				t.Errorf("%s: metrics lack %q:\n%s", tt.name, tt.wantMetrics, mr.raw)
+		if tt.wantMetric != "" {
+			mr := do(t, c, "GET", "/metrics", "", "")
+			fams, err := scrape.Parse(strings.NewReader(mr.raw))
+			if err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			if got, ok := fams.Value(tt.wantMetric, "sale", strconv.FormatInt(s.ID, 10)); !ok || got != tt.wantValue {
+				t.Errorf("%s: %s{sale=%d} = %v (present %v), want %v", tt.name, tt.wantMetric, s.ID, got, ok, tt.wantValue)
 			}
 		}
 	}

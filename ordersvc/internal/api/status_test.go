@@ -107,7 +107,7 @@ func TestAdminSaleStatus(t *testing.T) {
 	ctx := testenv.Context(t)
 	tracker := lag.NewTracker(lagReader(t, 3), nil)
 	svc := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithLagTracker(tracker))
-	c := serve(t, api.NewAdmin(svc, adminToken, api.NewHealth(st, &metrics.Counters{}, nil), nil, quiet).Handler(context.Background()))
+	c := serve(t, api.NewAdmin(svc, adminToken, api.NewHealth(st, metrics.New(), nil), nil, quiet).Handler(context.Background()))
 	bearer := "Bearer " + string(adminToken)
 
 	s := testdb.Sale(t, st, 5, 3, 2)
@@ -217,7 +217,7 @@ func TestAdminConsumerLagging(t *testing.T) {
 	st, stk := store.New(pool), stock.New(rc)
 	ctx := testenv.Context(t)
 	svc := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithCatchUp(lagReader(t, 4), 200*time.Millisecond))
-	c := serve(t, api.NewAdmin(svc, adminToken, api.NewHealth(st, &metrics.Counters{}, nil), nil, quiet).Handler(context.Background()))
+	c := serve(t, api.NewAdmin(svc, adminToken, api.NewHealth(st, metrics.New(), nil), nil, quiet).Handler(context.Background()))
 	bearer := "Bearer " + string(adminToken)
 	s := testdb.Sale(t, st, 4)
 	testdb.Load(t, st, stk, s.ID)

@@ -24,6 +24,7 @@ import (
 	pkgconfig "flashsale/pkg/config"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
+	"flashsale/tools/scrape"
 	"flashsale/tools/testenv"
 )
 
@@ -291,15 +292,17 @@ func TestServe(t *testing.T) {
 	// The batch's counters move once its offsets are committed too, which
 	// on a real broker is a round trip after the row became visible.
 	waitFor(t, "orders_persisted_total 1 on /metrics", func() (bool, string) {
-		code, body := call(t, "GET", public+"/metrics", "", "")
-		return code == 200 && bytes.Contains(body, []byte("orders_persisted_total 1\n")), fmt.Sprintf("%d %s", code, body)
+		fams, err := scrape.Get(t.Context(), nil, public+"/metrics")
+		n, _ := fams.Value("flashsale_ordersvc_orders_persisted_total")
+		return err == nil && n == 1, fmt.Sprintf("%v persisted, %v", n, err)
 	})
 	// The consumer committed the one message: the periodic lag reading
 	// says so on /metrics and in the sale's status.
 	waitFor(t, "consumer lag 0 on /metrics", func() (bool, string) {
-		code, body := call(t, "GET", admin+"/metrics", "", "")
-		return code == 200 && bytes.Contains(body, []byte("consumer_lag_read_ok 1\n")) &&
-			bytes.Contains(body, []byte("consumer_lag_messages 0\n")), string(body)
+		fams, err := scrape.Get(t.Context(), nil, admin+"/metrics")
+		ok, okFound := fams.Value("flashsale_ordersvc_consumer_lag_read_ok")
+		lag, lagFound := fams.Value("flashsale_ordersvc_consumer_lag_messages")
+		return err == nil && okFound && ok == 1 && lagFound && lag == 0, fmt.Sprintf("read ok %v, lag %v (%v %v), %v", ok, lag, okFound, lagFound, err)
 	})
 	if code, body := call(t, "GET", fmt.Sprintf("%s/admin/sales/%d/status", admin, v.ID), bearer, ""); code != 200 ||
 		!bytes.Contains(body, []byte(`"ordersByStatus":{"CANCELLED":0,"EXPIRED":0,"PAID":0,"PENDING":1,"REJECTED":0}`)) ||

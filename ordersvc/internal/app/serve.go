@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/rueidis"
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/errgroup"
 
@@ -34,106 +36,163 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("jwt verifier: %w", err)
 	}
-	pool, from, to, err := openMigrated(ctx, cfg)
+	c, err := openClients(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer c.close()
+	svc, err := newService(ctx, cfg, c, verifier, log)
+	if err != nil {
+		return err
+	}
+	publicLn, adminLn, err := listen(ctx, cfg)
+	if err != nil {
+		svc.cons.Close()
+		return err
+	}
+	log.Info("ordersvc serving", "public", publicLn.Addr().String(), "admin", adminLn.Addr().String(),
+		"topic", cfg.OrdersTopic, "group", cfg.ConsumerGroup)
+	err = svc.run(ctx, cfg, publicLn, adminLn, log)
+	log.Info("ordersvc stopped", "err", err)
+	return err
+}
+
+// clients are the connections the service holds for its whole life.
+type clients struct {
+	pool *pgxpool.Pool
+	rc   rueidis.Client
+	lag  *lag.Reader
+}
+
+func (c clients) close() {
+	c.lag.Close()
+	c.rc.Close()
+	c.pool.Close()
+}
+
+// openClients migrates the database and opens Redis and the Kafka lag
+// reader, checking that the orders topic keeps orders through a broker's
+// loss before anything consumes from it.
+func openClients(ctx context.Context, cfg config.Config, log *slog.Logger) (clients, error) {
+	pool, from, to, err := openMigrated(ctx, cfg)
+	if err != nil {
+		return clients{}, err
+	}
 	log.Info("schema ready", "from", from, "to", to)
 	rc, err := openRedis(cfg)
 	if err != nil {
-		return err
+		pool.Close()
+		return clients{}, err
 	}
-	defer rc.Close()
+	lr, err := openLag(cfg)
+	if err != nil {
+		rc.Close()
+		pool.Close()
+		return clients{}, err
+	}
+	c := clients{pool: pool, rc: rc, lag: lr}
+	if err := checkDurability(ctx, cfg, lr, log); err != nil {
+		c.close()
+		return clients{}, err
+	}
+	return c, nil
+}
 
-	st, m := store.New(pool), &metrics.Counters{}
-	stk := stockStore(rc, st)
+// service is the running parts: the consumer and what returns stock (the
+// relay, the sweeper), the lag readings, the sale operations and the two
+// listeners' servers.
+type service struct {
+	cons          *consumer.Consumer
+	relay         *relay.Relay
+	sweeper       *expiry.Sweeper
+	tracker       *lag.Tracker
+	sales         *sale.Service
+	health        *api.Health
+	public, admin *fasthttp.Server
+}
+
+// newService wires the parts over c. On error nothing is left open.
+func newService(ctx context.Context, cfg config.Config, c clients, verifier *auth.Verifier, log *slog.Logger) (*service, error) {
+	st, m := store.New(c.pool), metrics.New()
+	stk := stockStore(c.rc, st)
 	rl := relay.New(st, stk, log.With("component", "relay"), m)
+	var webhook *api.PaymentWebhook
+	if len(cfg.PaymentWebhookSecret) > 0 {
+		var err error
+		if webhook, err = api.NewPaymentWebhook(st, c.rc, cfg.PaymentWebhookSecret, m, log); err != nil {
+			return nil, err
+		}
+	}
 	cons, err := consumer.New(consumer.Config{
 		Brokers: cfg.KafkaBrokers, Topic: cfg.OrdersTopic, DLQTopic: cfg.DLQTopic, Group: cfg.ConsumerGroup,
 		BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, ShutdownTimeout: cfg.ShutdownTimeout, Security: cfg.KafkaSecurity,
 	}, st, stk, rl, log.With("component", "consumer"), m)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	sweeper := expiry.New(st, rl, log.With("component", "expiry"), m, cfg.ExpiryBatch)
-	health := api.NewHealth(st, m, map[string]api.ReadyChecker{"kafka-consumer": cons})
-	var webhook *api.PaymentWebhook
-	if len(cfg.PaymentWebhookSecret) > 0 {
-		if webhook, err = api.NewPaymentWebhook(st, rc, cfg.PaymentWebhookSecret, m, log); err != nil {
-			cons.Close()
-			return err
-		}
-	}
-	lr, err := openLag(cfg)
-	if err != nil {
-		cons.Close()
-		return err
-	}
-	defer lr.Close()
-	if err := checkDurability(ctx, cfg, lr, log); err != nil {
-		cons.Close()
-		return err
-	}
-	tracker := lag.NewTracker(lr, func(rd lag.Reading) {
+	tracker := lag.NewTracker(c.lag, func(rd lag.Reading) {
 		parts := make(map[int32]int64, len(rd.Lag.Partitions))
 		for _, p := range rd.Lag.Partitions {
 			parts[p.Partition] = p.Lag
 		}
 		m.ObserveConsumerLag(rd.Err == nil, rd.Lag.Total, parts, rd.At)
 	})
+	svc := &service{cons: cons, relay: rl, tracker: tracker,
+		sweeper: expiry.New(st, rl, log.With("component", "expiry"), m, cfg.ExpiryBatch),
+		health:  api.NewHealth(st, m, map[string]api.ReadyChecker{"kafka-consumer": cons}),
+		sales: sale.NewService(st, stk, sale.WithAcceptedRecords(c.rc), sale.WithCatchUp(c.lag, cfg.CatchUpTimeout),
+			sale.WithLagTracker(tracker), sale.WithMetrics(m), sale.WithInFlightWindow(cfg.InFlightWindow),
+			sale.WithReleases(rl.Drain)),
+	}
 	// Requests in flight at shutdown finish (their own timeouts bound them,
 	// well inside ShutdownTimeout) rather than fail on the cancelled root.
 	base := context.WithoutCancel(ctx)
-	countPanic := httpserver.OnPanic(func() { m.Panics.Add(1) })
-	public := httpserver.New("ordersvc-public", api.NewPublic(st, rc, rl, verifier, health, log).Handler(base), cfg.PublicHTTP, log, countPanic)
-	sales := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithCatchUp(lr, cfg.CatchUpTimeout),
-		sale.WithLagTracker(tracker), sale.WithMetrics(m), sale.WithInFlightWindow(cfg.InFlightWindow),
-		sale.WithReleases(rl.Drain))
-	admin := httpserver.New("ordersvc-admin", api.NewAdmin(sales, cfg.AdminToken, health, webhook, log).StopLongOpsWith(ctx).Handler(base), cfg.AdminHTTP, log, countPanic)
+	countPanic := httpserver.OnPanic(m.Panics.Inc)
+	svc.public = httpserver.New("ordersvc-public", api.NewPublic(st, c.rc, rl, verifier, svc.health, log).Handler(base), cfg.PublicHTTP, log, countPanic)
+	svc.admin = httpserver.New("ordersvc-admin", api.NewAdmin(svc.sales, cfg.AdminToken, svc.health, webhook, log).StopLongOpsWith(ctx).Handler(base), cfg.AdminHTTP, log, countPanic)
+	return svc, nil
+}
 
+// listen opens the public and the admin listener.
+func listen(ctx context.Context, cfg config.Config) (public, admin net.Listener, err error) {
 	var lc net.ListenConfig
-	publicLn, err := lc.Listen(ctx, "tcp", cfg.Addr)
-	if err != nil {
-		cons.Close()
-		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+	if public, err = lc.Listen(ctx, "tcp", cfg.Addr); err != nil {
+		return nil, nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
-	adminLn, err := lc.Listen(ctx, "tcp", cfg.AdminAddr)
-	if err != nil {
-		publicLn.Close()
-		cons.Close()
-		return fmt.Errorf("listen %s: %w", cfg.AdminAddr, err)
+	if admin, err = lc.Listen(ctx, "tcp", cfg.AdminAddr); err != nil {
+		public.Close()
+		return nil, nil, fmt.Errorf("listen %s: %w", cfg.AdminAddr, err)
 	}
-	log.Info("ordersvc serving", "public", publicLn.Addr().String(), "admin", adminLn.Addr().String(),
-		"topic", cfg.OrdersTopic, "group", cfg.ConsumerGroup)
+	return public, admin, nil
+}
 
+// run serves until ctx ends, then shuts down in order (see Serve).
+func (s *service) run(ctx context.Context, cfg config.Config, publicLn, adminLn net.Listener, log *slog.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveHTTP(public, publicLn) })
-	g.Go(func() error { return serveHTTP(admin, adminLn) })
-	g.Go(func() error { return cons.Run(gctx) })
-	g.Go(func() error { return rl.Run(gctx, cfg.RelayInterval) })
-	g.Go(func() error { return sweeper.Run(gctx, cfg.ExpiryInterval) })
-	g.Go(func() error { return tracker.Run(gctx, cfg.LagInterval) })
+	g.Go(func() error { return serveHTTP(s.public, publicLn) })
+	g.Go(func() error { return serveHTTP(s.admin, adminLn) })
+	g.Go(func() error { return s.cons.Run(gctx) })
+	g.Go(func() error { return s.relay.Run(gctx, cfg.RelayInterval) })
+	g.Go(func() error { return s.sweeper.Run(gctx, cfg.ExpiryInterval) })
+	g.Go(func() error { return s.tracker.Run(gctx, cfg.LagInterval) })
 	if cfg.ReconcileInterval > 0 {
 		g.Go(func() error {
-			return sales.WatchOpenSales(gctx, cfg.ReconcileInterval, log.With("component", "reconcile"))
+			return s.sales.WatchOpenSales(gctx, cfg.ReconcileInterval, log.With("component", "reconcile"))
 		})
 	}
 	if cfg.AbandonInterval > 0 {
 		g.Go(func() error {
-			return sales.WatchAbandoned(gctx, cfg.AbandonInterval, log.With("component", "abandoned"))
+			return s.sales.WatchAbandoned(gctx, cfg.AbandonInterval, log.With("component", "abandoned"))
 		})
 	}
 	g.Go(func() error {
 		<-gctx.Done()
-		health.Drain()
+		s.health.Drain()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), cfg.ShutdownTimeout)
 		defer cancel()
-		return errors.Join(shutdownHTTP(sctx, "public", public), shutdownHTTP(sctx, "admin", admin))
+		return errors.Join(shutdownHTTP(sctx, "public", s.public), shutdownHTTP(sctx, "admin", s.admin))
 	})
-	err = g.Wait()
-	log.Info("ordersvc stopped", "err", err)
-	return err
+	return g.Wait()
 }
 
 func serveHTTP(s *fasthttp.Server, ln net.Listener) error {

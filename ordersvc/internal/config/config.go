@@ -156,114 +156,142 @@ func loadHTTP(src *pkgconfig.Source) (public, admin httpserver.Config) {
 	return public, admin
 }
 
-// validateHTTP reports the listeners' settings that cannot work.
-func (c Config) validateHTTP(fail func(name, format string, args ...any)) {
+// checkHTTP: the listeners' settings that cannot work (serve only).
+func (c Config) checkHTTP(p *problems) {
 	positive := map[string]time.Duration{"FLASHSALE_READ_TIMEOUT": c.PublicHTTP.ReadTimeout,
 		"FLASHSALE_WRITE_TIMEOUT": c.PublicHTTP.WriteTimeout, "FLASHSALE_IDLE_TIMEOUT": c.PublicHTTP.IdleTimeout}
 	for name, d := range positive {
 		if d <= 0 {
-			fail(name, "want > 0, got %s", d)
+			p.add(name, "want > 0, got %s", d)
 		}
 	}
 	if c.PublicHTTP.Concurrency <= 0 {
-		fail("FLASHSALE_CONCURRENCY", "want > 0, got %d", c.PublicHTTP.Concurrency)
+		p.add("FLASHSALE_CONCURRENCY", "want > 0, got %d", c.PublicHTTP.Concurrency)
 	}
 	if c.PublicHTTP.MaxBodyBytes <= 0 {
-		fail("FLASHSALE_ORDERSVC_MAX_BODY_BYTES", "want > 0, got %d", c.PublicHTTP.MaxBodyBytes)
+		p.add("FLASHSALE_ORDERSVC_MAX_BODY_BYTES", "want > 0, got %d", c.PublicHTTP.MaxBodyBytes)
 	}
 	if c.AdminHTTP.MaxBodyBytes <= 0 {
-		fail("FLASHSALE_ORDERSVC_ADMIN_MAX_BODY_BYTES", "want > 0, got %d", c.AdminHTTP.MaxBodyBytes)
+		p.add("FLASHSALE_ORDERSVC_ADMIN_MAX_BODY_BYTES", "want > 0, got %d", c.AdminHTTP.MaxBodyBytes)
 	}
 }
 
-// Validate reports every problem of c for mode at once.
+// Validate reports every problem of c for mode at once, each naming its
+// variable.
 func (c Config) Validate(mode Mode) error {
-	var errs []error
-	fail := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+	var p problems
+	c.checkServers(&p)
+	c.checkBatches(&p)
+	c.checkIntervals(&p)
+	if mode == Serve {
+		c.checkServe(&p)
 	}
+	return errors.Join(p...)
+}
+
+// problems collects what is wrong, one error per variable.
+type problems []error
+
+func (p *problems) add(name, format string, args ...any) {
+	*p = append(*p, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+}
+
+func (p *problems) hostPort(name, v string) {
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		p.add(name, "want host:port, got %q", v)
+	}
+}
+
+// checkServers: where PostgreSQL, Redis and Kafka are, and the topics and
+// consumer group this service uses on Kafka.
+func (c Config) checkServers(p *problems) {
 	if u, err := url.Parse(c.PGDSN); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		fail("FLASHSALE_PG_DSN", "want a postgres:// URL")
-	}
-	hostPort := func(name, v string) {
-		if _, _, err := net.SplitHostPort(v); err != nil {
-			fail(name, "want host:port, got %q", v)
-		}
+		p.add("FLASHSALE_PG_DSN", "want a postgres:// URL")
 	}
 	if err := redisconn.Validate(c.RedisAddr); err != nil {
-		fail("FLASHSALE_REDIS_ADDR", "want host:port, a comma-separated list of them (cluster seeds) or a redis:// or rediss:// URL: %v", err)
+		p.add("FLASHSALE_REDIS_ADDR", "want host:port, a comma-separated list of them (cluster seeds) or a redis:// or rediss:// URL: %v", err)
 	}
 	if strings.TrimSpace(c.KafkaBrokers) == "" {
-		fail("FLASHSALE_KAFKA_BROKERS", "empty")
+		p.add("FLASHSALE_KAFKA_BROKERS", "empty")
 	}
 	for _, b := range strings.Split(c.KafkaBrokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
-			hostPort("FLASHSALE_KAFKA_BROKERS", b)
+			p.hostPort("FLASHSALE_KAFKA_BROKERS", b)
 		}
 	}
 	if c.OrdersTopic == "" {
-		fail("FLASHSALE_ORDERS_TOPIC", "empty")
+		p.add("FLASHSALE_ORDERS_TOPIC", "empty")
 	}
 	if c.DLQTopic == "" {
-		fail("FLASHSALE_DLQ_TOPIC", "empty")
+		p.add("FLASHSALE_DLQ_TOPIC", "empty")
 	}
 	if c.DLQTopic != "" && c.DLQTopic == c.OrdersTopic {
-		fail("FLASHSALE_DLQ_TOPIC", "must differ from FLASHSALE_ORDERS_TOPIC")
+		p.add("FLASHSALE_DLQ_TOPIC", "must differ from FLASHSALE_ORDERS_TOPIC")
 	}
 	if c.ConsumerGroup == "" {
-		fail("FLASHSALE_CONSUMER_GROUP", "empty")
+		p.add("FLASHSALE_CONSUMER_GROUP", "empty")
 	}
+}
+
+// checkBatches: the sizes and waits of the consumer's and the sweeper's
+// batches.
+func (c Config) checkBatches(p *problems) {
 	if c.BatchSize < 1 || c.BatchSize > 10000 {
-		fail("FLASHSALE_BATCH_SIZE", "want 1..10000, got %d", c.BatchSize)
+		p.add("FLASHSALE_BATCH_SIZE", "want 1..10000, got %d", c.BatchSize)
 	}
 	if c.BatchWait <= 0 || c.BatchWait > 10*time.Second {
-		fail("FLASHSALE_BATCH_WAIT", "want > 0 and <= 10s, got %s", c.BatchWait)
-	}
-	if c.ShutdownTimeout <= 0 {
-		fail("FLASHSALE_SHUTDOWN_TIMEOUT", "want > 0, got %s", c.ShutdownTimeout)
-	}
-	if c.RelayInterval <= 0 {
-		fail("FLASHSALE_RELAY_INTERVAL", "want > 0, got %s", c.RelayInterval)
-	}
-	if c.ExpiryInterval <= 0 {
-		fail("FLASHSALE_EXPIRY_INTERVAL", "want > 0, got %s", c.ExpiryInterval)
+		p.add("FLASHSALE_BATCH_WAIT", "want > 0 and <= 10s, got %s", c.BatchWait)
 	}
 	if c.ExpiryBatch < 1 || c.ExpiryBatch > 10000 {
-		fail("FLASHSALE_EXPIRY_BATCH", "want 1..10000, got %d", c.ExpiryBatch)
+		p.add("FLASHSALE_EXPIRY_BATCH", "want 1..10000, got %d", c.ExpiryBatch)
+	}
+}
+
+// checkIntervals: the background loops' periods and the bounds on waits.
+func (c Config) checkIntervals(p *problems) {
+	if c.ShutdownTimeout <= 0 {
+		p.add("FLASHSALE_SHUTDOWN_TIMEOUT", "want > 0, got %s", c.ShutdownTimeout)
+	}
+	if c.RelayInterval <= 0 {
+		p.add("FLASHSALE_RELAY_INTERVAL", "want > 0, got %s", c.RelayInterval)
+	}
+	if c.ExpiryInterval <= 0 {
+		p.add("FLASHSALE_EXPIRY_INTERVAL", "want > 0, got %s", c.ExpiryInterval)
 	}
 	if c.CatchUpTimeout < 0 || c.CatchUpTimeout > 10*time.Minute {
-		fail("FLASHSALE_RECONCILE_CATCHUP_TIMEOUT", "want 0..10m, got %s", c.CatchUpTimeout)
+		p.add("FLASHSALE_RECONCILE_CATCHUP_TIMEOUT", "want 0..10m, got %s", c.CatchUpTimeout)
 	}
 	if c.ReconcileInterval < 0 || (c.ReconcileInterval > 0 && c.ReconcileInterval < time.Second) {
-		fail("FLASHSALE_RECONCILE_INTERVAL", "want 0 (off) or >= 1s, got %s", c.ReconcileInterval)
+		p.add("FLASHSALE_RECONCILE_INTERVAL", "want 0 (off) or >= 1s, got %s", c.ReconcileInterval)
 	}
 	if c.InFlightWindow < time.Second || c.InFlightWindow > time.Hour {
-		fail("FLASHSALE_INFLIGHT_WINDOW", "want 1s..1h (and above the gateways' publish timeout), got %s", c.InFlightWindow)
+		p.add("FLASHSALE_INFLIGHT_WINDOW", "want 1s..1h (and above the gateways' publish timeout), got %s", c.InFlightWindow)
 	}
 	if c.AbandonInterval < 0 || (c.AbandonInterval > 0 && c.AbandonInterval < 100*time.Millisecond) {
-		fail("FLASHSALE_ABANDON_INTERVAL", "want 0 (off) or >= 100ms, got %s", c.AbandonInterval)
+		p.add("FLASHSALE_ABANDON_INTERVAL", "want 0 (off) or >= 100ms, got %s", c.AbandonInterval)
 	}
 	if c.LagInterval < 100*time.Millisecond {
-		fail("FLASHSALE_LAG_INTERVAL", "want >= 100ms, got %s", c.LagInterval)
+		p.add("FLASHSALE_LAG_INTERVAL", "want >= 100ms, got %s", c.LagInterval)
 	}
-	if mode == Serve {
-		if n := len(c.PaymentWebhookSecret); n > 0 && n < MinWebhookSecretLen {
-			fail("FLASHSALE_PAYMENT_WEBHOOK_SECRET", "at least %d bytes when set, got %d", MinWebhookSecretLen, n)
-		}
-		if len(c.JWTKey) < MinJWTKeyLen {
-			fail("FLASHSALE_JWT_HS256_KEY", "required, at least %d bytes (or FLASHSALE_JWT_HS256_KEY_FILE), got %d", MinJWTKeyLen, len(c.JWTKey))
-		}
-		if len(c.AdminToken) < MinAdminTokenLen {
-			fail("FLASHSALE_ADMIN_TOKEN", "required, at least %d bytes (or FLASHSALE_ADMIN_TOKEN_FILE), got %d", MinAdminTokenLen, len(c.AdminToken))
-		}
-		hostPort("FLASHSALE_ORDERSVC_ADDR", c.Addr)
-		hostPort("FLASHSALE_ORDERSVC_ADMIN_ADDR", c.AdminAddr)
-		if c.Addr != "" && c.Addr == c.AdminAddr {
-			fail("FLASHSALE_ORDERSVC_ADMIN_ADDR", "must differ from FLASHSALE_ORDERSVC_ADDR")
-		}
-		c.validateHTTP(fail)
+}
+
+// checkServe: what only `serve` needs: the secrets and the listeners.
+func (c Config) checkServe(p *problems) {
+	if n := len(c.PaymentWebhookSecret); n > 0 && n < MinWebhookSecretLen {
+		p.add("FLASHSALE_PAYMENT_WEBHOOK_SECRET", "at least %d bytes when set, got %d", MinWebhookSecretLen, n)
 	}
-	return errors.Join(errs...)
+	if len(c.JWTKey) < MinJWTKeyLen {
+		p.add("FLASHSALE_JWT_HS256_KEY", "required, at least %d bytes (or FLASHSALE_JWT_HS256_KEY_FILE), got %d", MinJWTKeyLen, len(c.JWTKey))
+	}
+	if len(c.AdminToken) < MinAdminTokenLen {
+		p.add("FLASHSALE_ADMIN_TOKEN", "required, at least %d bytes (or FLASHSALE_ADMIN_TOKEN_FILE), got %d", MinAdminTokenLen, len(c.AdminToken))
+	}
+	p.hostPort("FLASHSALE_ORDERSVC_ADDR", c.Addr)
+	p.hostPort("FLASHSALE_ORDERSVC_ADMIN_ADDR", c.AdminAddr)
+	if c.Addr != "" && c.Addr == c.AdminAddr {
+		p.add("FLASHSALE_ORDERSVC_ADMIN_ADDR", "must differ from FLASHSALE_ORDERSVC_ADDR")
+	}
+	c.checkHTTP(p)
 }
 
 // RedactedDSN is dsn without its password and query (which may carry one),

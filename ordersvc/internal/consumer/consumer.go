@@ -404,8 +404,8 @@ func (c *Consumer) process(ctx context.Context, msgs []*kafka.Message) error {
 	// Only now, with the batch in PostgreSQL and its dead letters
 	// delivered, may its offsets be stored.
 	c.commit(msgs)
-	c.metrics.OrdersPersisted.Add(int64(b.accepted))
-	c.metrics.OrdersDuplicate.Add(int64(b.duplicates))
+	c.metrics.OrdersPersisted.Add(float64(b.accepted))
+	c.metrics.OrdersDuplicate.Add(float64(b.duplicates))
 	c.metrics.ObserveBatch(time.Since(start))
 	c.log.Debug("batch done", "messages", len(msgs), "accepted", b.accepted, "duplicates", b.duplicates,
 		"dead", len(b.dead), "took", time.Since(start))
@@ -524,7 +524,7 @@ func (c *Consumer) deadLetter(ctx context.Context, dead []deadLetter) error {
 	if err != nil {
 		return fmt.Errorf("dead-letter %d messages: %w", len(dead), err)
 	}
-	c.metrics.DLQ.Add(int64(len(dead)))
+	c.metrics.DLQ.Add(float64(len(dead)))
 	return nil
 }
 

@@ -130,7 +130,7 @@ type running struct {
 // start runs a consumer of the env's topic and group persisting to st.
 func (e *env) start(st *store.Store, shutdown time.Duration) *running {
 	e.t.Helper()
-	m := &metrics.Counters{}
+	m := metrics.New()
 	rl := relay.New(e.store, e.stock, e.logger, m)
 	c, err := consumer.New(consumer.Config{
 		Brokers: testenv.KafkaBrokers(), Topic: e.topic, DLQTopic: e.dlq, Group: e.group,

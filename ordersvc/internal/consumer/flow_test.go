@@ -8,12 +8,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"flashsale/ordersvc/internal/consumer"
+	"flashsale/ordersvc/internal/metrics"
 	"flashsale/ordersvc/internal/store"
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
+	"flashsale/tools/scrape"
 	"flashsale/tools/testenv"
 )
 
@@ -40,8 +43,8 @@ func TestDuplicateMessageWritesOneOrder(t *testing.T) {
 	if rows != 1 {
 		t.Errorf("order rows: got %d, want 1", rows)
 	}
-	if p, d := r.metrics.OrdersPersisted.Load(), r.metrics.OrdersDuplicate.Load(); p != 1 || d != 1 {
-		t.Errorf("persisted/duplicates: got %d/%d, want 1/1", p, d)
+	if p, d := testutil.ToFloat64(r.metrics.OrdersPersisted), testutil.ToFloat64(r.metrics.OrdersDuplicate); p != 1 || d != 1 {
+		t.Errorf("persisted/duplicates: got %v/%v, want 1/1", p, d)
 	}
 }
 
@@ -147,7 +150,7 @@ func TestRejectionsAreDeadLetteredAndReleased(t *testing.T) {
 				t.Errorf("holders (-want +got):\n%s", diff)
 			}
 			if got := r.metrics.Rejected(tt.wantReason); got != 1 {
-				t.Errorf("rejected{%s}: got %d, want 1", tt.wantReason, got)
+				t.Errorf("rejected{%s}: got %v, want 1", tt.wantReason, got)
 			}
 		})
 	}
@@ -201,8 +204,8 @@ func TestInvalidPayloadDeadLettered(t *testing.T) {
 	if st, _ := e.status(good.OrderID); st != store.StatusPending {
 		t.Errorf("valid event beside the garbage: got %q, want PENDING", st)
 	}
-	if got := r.metrics.DLQ.Load(); got != 4 {
-		t.Errorf("dlq_total: got %d, want 4", got)
+	if got := testutil.ToFloat64(r.metrics.DLQ); got != 4 {
+		t.Errorf("dlq_messages_total: got %v, want 4", got)
 	}
 }
 
@@ -225,8 +228,8 @@ func TestOffsetsFollowTheDatabase(t *testing.T) {
 	down.Close()
 	r1 := e.start(store.New(down), 200*time.Millisecond)
 	eventually(t, 20*time.Second, "persistence retried", func() (bool, string) {
-		n := r1.metrics.BatchRetries.Load()
-		return n >= 2, fmt.Sprintf("%d retries", n)
+		n := testutil.ToFloat64(r1.metrics.BatchRetries)
+		return n >= 2, fmt.Sprintf("%v retries", n)
 	})
 	if err := r1.stop(); err == nil {
 		t.Error("consumer stopped with the batch unpersisted but reported no error")
@@ -237,8 +240,8 @@ func TestOffsetsFollowTheDatabase(t *testing.T) {
 	if st, _ := e.status(a.OrderID); st != "" {
 		t.Fatalf("order written with the database down: %q", st)
 	}
-	if got := r1.metrics.DLQ.Load(); got != 0 {
-		t.Errorf("dead-lettered while the database was down: %d", got)
+	if got := testutil.ToFloat64(r1.metrics.DLQ); got != 0 {
+		t.Errorf("dead-lettered while the database was down: %v", got)
 	}
 
 	r2 := e.start(e.store, 5*time.Second)
@@ -258,8 +261,8 @@ func TestOffsetsFollowTheDatabase(t *testing.T) {
 		return r3.c.Assigned(), "no assignment"
 	})
 	time.Sleep(500 * time.Millisecond) // time to fetch anything uncommitted
-	if got := r3.metrics.Batches.Load(); got != 0 {
-		t.Errorf("a member joining after the commit processed %d batches, want 0", got)
+	if got := batches(t, r3.metrics); got != 0 {
+		t.Errorf("a member joining after the commit processed %v batches, want 0", got)
 	}
 }
 
@@ -302,4 +305,15 @@ func TestRebalanceKeepsExactlyOneRowPerEvent(t *testing.T) {
 	if got := e.sold(sale.ID); got != int64(len(evs)) {
 		t.Errorf("sold: got %d, want %d", got, len(evs))
 	}
+}
+
+// batches is how many batches m's histogram timed.
+func batches(t *testing.T, m *metrics.Counters) float64 {
+	t.Helper()
+	fams, err := scrape.Gather(m.Gatherer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := fams.Value("flashsale_ordersvc_batch_duration_seconds")
+	return n
 }

@@ -66,7 +66,7 @@ func (s *Sweeper) sweepBatch(ctx context.Context) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	s.metrics.OrdersExpired.Add(int64(len(ids)))
+	s.metrics.OrdersExpired.Add(float64(len(ids)))
 	if _, err := s.relay.Drain(ctx, ids); err != nil {
 		s.log.Warn("release of expired orders deferred to the relay", "count", len(ids), "err", err)
 	}

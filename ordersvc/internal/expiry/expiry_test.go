@@ -64,7 +64,7 @@ func newEnv(t *testing.T) *env {
 // leave due orders in the shared database, and a test's orders must not
 // wait behind them.
 func (e *env) sweeper() *expiry.Sweeper {
-	m := &metrics.Counters{}
+	m := metrics.New()
 	return expiry.New(e.st, relay.New(e.st, e.stk, quiet, m), quiet, m, 1000)
 }
 
@@ -132,7 +132,7 @@ func (e *env) waitReleased(t *testing.T, ids []uuid.UUID) {
 			t.Fatalf("%d of %d outbox rows released after 15s", n, len(ids))
 		}
 		// Drain them ourselves too: this is what a restarted service does.
-		if _, err := relay.New(e.st, e.stk, quiet, &metrics.Counters{}).Drain(testenv.Context(t), ids); err != nil {
+		if _, err := relay.New(e.st, e.stk, quiet, metrics.New()).Drain(testenv.Context(t), ids); err != nil {
 			t.Logf("drain: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -236,7 +236,7 @@ func TestCancelAndExpiryRace(t *testing.T) {
 				t.Errorf("cancel %s: %+v %v", ev.OrderID, tr, err)
 			}
 			if err == nil {
-				if _, err := relay.New(e.st, e.stk, quiet, &metrics.Counters{}).Drain(ctx, []uuid.UUID{ev.OrderID}); err != nil {
+				if _, err := relay.New(e.st, e.stk, quiet, metrics.New()).Drain(ctx, []uuid.UUID{ev.OrderID}); err != nil {
 					t.Errorf("drain: %v", err)
 				}
 			}
@@ -266,7 +266,7 @@ func TestCancelAndExpiryRace(t *testing.T) {
 	e.check(t, s, evs, want)
 
 	// Releasing again, by the relay or directly, gives nothing more back.
-	if _, err := relay.New(e.st, e.stk, quiet, &metrics.Counters{}).Drain(ctx, ids(evs)); err != nil {
+	if _, err := relay.New(e.st, e.stk, quiet, metrics.New()).Drain(ctx, ids(evs)); err != nil {
 		t.Fatal(err)
 	}
 	for _, ev := range evs {
@@ -461,7 +461,7 @@ func TestCrashBetweenExpiryAndRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead.Close()
-	m := &metrics.Counters{}
+	m := metrics.New()
 	crashing := expiry.New(e.st, relay.New(e.st, stock.New(dead), quiet, m), quiet, m, 1000)
 	for {
 		o, err := e.st.GetOrder(ctx, evs[len(evs)-1].OrderID)
@@ -491,7 +491,7 @@ func TestCrashBetweenExpiryAndRelease(t *testing.T) {
 	// The restart: a fresh relay drains the outbox (check drains and waits).
 	e.check(t, s, evs, want)
 	// And again: nothing more comes back.
-	n, err := relay.New(e.st, e.stk, quiet, &metrics.Counters{}).Drain(ctx, ids(evs))
+	n, err := relay.New(e.st, e.stk, quiet, metrics.New()).Drain(ctx, ids(evs))
 	if err != nil || n != 0 {
 		t.Errorf("second drain: marked %d, %v; want 0", n, err)
 	}

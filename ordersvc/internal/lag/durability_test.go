@@ -59,7 +59,7 @@ func TestLoopback(t *testing.T) {
 
 // The topic's real settings as the broker reports them: on the local
 // one-node stack replication factor 1, on the cluster (when it is up) the
-// production settings deploy/kafka.sh gives.
+// production settings deploy/stack/kafka-node.sh gives.
 func TestReadDurability(t *testing.T) {
 	ctx := testenv.Context(t)
 	check := func(t *testing.T, brokers string, rf, isr int, want bool) {

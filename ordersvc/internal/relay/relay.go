@@ -73,7 +73,7 @@ func (r *Relay) Drain(ctx context.Context, orderIDs []uuid.UUID) (int, error) {
 	for {
 		claimed, done, err := r.store.DrainReleases(ctx, orderIDs, BatchLimit, r.release)
 		total += done
-		r.metrics.Releases.Add(int64(done))
+		r.metrics.Releases.Add(float64(done))
 		if err != nil {
 			return total, err
 		}

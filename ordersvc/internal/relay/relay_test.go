@@ -121,7 +121,7 @@ func TestDrainConcurrentRelays(t *testing.T) {
 	s, evs := fixture(t, st, stk, nil)
 	rejected := []uuid.UUID{evs[1].OrderID, evs[2].OrderID}
 
-	m := &metrics.Counters{}
+	m := metrics.New()
 	var wg sync.WaitGroup
 	totals := make([]int, 4)
 	for i := range totals {
@@ -193,7 +193,7 @@ func TestDrainOutcomes(t *testing.T) {
 			// Another test's relay (Run drains every queued row) may hold the
 			// row when this pass looks: SKIP LOCKED passes it by, and if that
 			// relay is cancelled mid-row nobody takes it. Drain until it goes.
-			r := relay.New(st, stk, quiet, &metrics.Counters{})
+			r := relay.New(st, stk, quiet, metrics.New())
 			deadline := time.Now().Add(10 * time.Second)
 			for !released(t, pool, evs[1].OrderID) {
 				if time.Now().After(deadline) {
@@ -230,14 +230,14 @@ func TestDrainRedisDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead.Close()
-	n, err := relay.New(st, stock.New(dead), quiet, &metrics.Counters{}).Drain(ctx, ids)
+	n, err := relay.New(st, stock.New(dead), quiet, metrics.New()).Drain(ctx, ids)
 	if err == nil || n != 0 {
 		t.Fatalf("drain with Redis down: got %d, %v; want 0 and an error", n, err)
 	}
 
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- relay.New(st, stk, quiet, &metrics.Counters{}).Run(rctx, 20*time.Millisecond) }()
+	go func() { done <- relay.New(st, stk, quiet, metrics.New()).Run(rctx, 20*time.Millisecond) }()
 	waitReleased(t, pool, ids...)
 	cancel()
 	if err := <-done; err != nil {

@@ -186,7 +186,7 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 				continue
 			}
 			if s.metrics != nil {
-				s.metrics.AbandonedReleased.Add(int64(res.Released))
+				s.metrics.AbandonedReleased.Add(float64(res.Released))
 			}
 			unattributed += res.Unattributed
 			if res.Released > 0 {
@@ -202,7 +202,7 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 			}
 		}
 		if s.metrics != nil {
-			s.metrics.AbandonedUnattributed.Store(int64(unattributed))
+			s.metrics.AbandonedUnattributed.Set(float64(unattributed))
 		}
 	})
 	return nil

@@ -106,7 +106,7 @@ func TestReleaseAbandoned(t *testing.T) {
 	}
 	_ = wait
 
-	rl := relay.New(st, stk, quietLog, &metrics.Counters{})
+	rl := relay.New(st, stk, quietLog, metrics.New())
 	svc := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithInFlightWindow(window), sale.WithReleases(rl.Drain))
 	got, err := svc.ReleaseAbandoned(ctx, sl.ID)
 	if err != nil {

@@ -308,7 +308,7 @@ func (f *recFixture) reserveHolder(user, order string) {
 // whichever relay took it.
 func (f *recFixture) drain(id uuid.UUID) {
 	f.t.Helper()
-	rl := relay.New(f.st, f.stk, quietLog, &metrics.Counters{})
+	rl := relay.New(f.st, f.stk, quietLog, metrics.New())
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if _, err := rl.Drain(f.ctx, []uuid.UUID{id}); err != nil {

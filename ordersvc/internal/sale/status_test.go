@@ -17,6 +17,7 @@ import (
 	"flashsale/ordersvc/internal/store"
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/stock"
+	"flashsale/tools/scrape"
 	"flashsale/tools/testenv"
 )
 
@@ -33,7 +34,7 @@ func TestWatchOpenSales(t *testing.T) {
 	}
 	t.Cleanup(rc.Close)
 	st, stk := store.New(pool), stock.New(rc)
-	m := &metrics.Counters{}
+	m := metrics.New()
 	svc := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithMetrics(m))
 	ctx := testenv.Context(t)
 
@@ -88,11 +89,11 @@ func TestWatchOpenSales(t *testing.T) {
 	if st2.Reconcile == nil || st2.Reconcile.Verdict != sale.VerdictDrift || st2.ConsumerLag.Error == "" {
 		t.Errorf("status: %+v, want the DRIFT verdict and a lag error (no tracker)", st2)
 	}
-	var out strings.Builder
-	if _, err := m.WriteTo(&out); err != nil {
+	fams, err := scrape.Gather(m.Gatherer())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `reconcile_differences{sale="` + strconv.FormatInt(broken.ID, 10) + `"} 1`; !strings.Contains(out.String(), want) {
-		t.Errorf("metrics lack %q", want)
+	if got, ok := fams.Value("flashsale_ordersvc_reconcile_differences", "sale", strconv.FormatInt(broken.ID, 10)); !ok || got != 1 {
+		t.Errorf("reconcile_differences of the broken sale: %v (present %v), want 1", got, ok)
 	}
 }

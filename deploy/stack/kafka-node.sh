@@ -1,27 +1,25 @@
 # shellcheck shell=bash
-# kafka.sh: Apache Kafka for the local stack, sourced by deploy/stack.sh
-# (which defines HOST, STACK, ROOT, WAIT and the helpers die, note,
-# tail_log, port_open, pid_alive, wait_gone, is_root, find_go).
+# kafka-node.sh: one Apache Kafka node of the local stack, sourced by
+# kafka.sh (the one-node Kafka) and kafka-cluster.sh (three nodes). It
+# defines functions only.
 #
 # The broker is Apache Kafka itself in KRaft mode (no ZooKeeper), run by
 # Java 17 from the jars Maven Central serves for org.apache.kafka:kafka_2.13
 # (deploy/kafka/pom.xml pins the version), or from a distribution named by
-# KAFKA_HOME. Two shapes:
+# KAFKA_HOME. Nodes are named "single" (the one-node stack, node id 1) or
+# "cluster-N" (N = 1..3).
 #
-#   kafka          one combined broker+controller node, node id 1:
-#                  client 19092, controller 19093, replication factor 1
-#   kafka-cluster  three combined nodes, ids 1..3: clients 19101..19103,
-#                  controllers 19111..19113; replication factor 3,
-#                  min.insync.replicas 2, no unclean leader election
-#
-# Every node also has a listener named PROXIED, bound on port +2 (single)
-# or 19121..19123 (cluster) and advertised on port +3 or 19131..19133,
-# where nothing listens unless a fault test puts a TCP proxy there: a
-# client that bootstraps through the proxies is told to use them for every
-# broker, so a network fault can sit between it and one broker (toxiproxy;
-# see faults/). Services and tests use the plain listener.
+# Every node also has a listener named PROXIED, bound on client port +2
+# (single) or +20 (cluster) and advertised on +3 or +30, where nothing
+# listens unless a fault test puts a TCP proxy there: a client that
+# bootstraps through the proxies is told to use them for every broker, so a
+# network fault can sit between it and one broker (toxiproxy; see faults/).
+# Services and tests use the plain listener.
 
-# Ports and partitions come from deploy/stack.env (stack.sh loads it).
+# shellcheck source=deploy/stack/packages.sh
+source "$(dirname "${BASH_SOURCE[0]}")/packages.sh"
+
+# Ports and partitions come from deploy/stack.env (lib.sh loads it).
 KAFKA_PORT="$FLASHSALE_KAFKA_PORT"
 KAFKA_CLUSTER_PORT="$FLASHSALE_KAFKA_CLUSTER_PORT"
 KAFKA_PARTITIONS="$FLASHSALE_KAFKA_PARTITIONS"
@@ -30,29 +28,9 @@ KAFKA_PARTITIONS="$FLASHSALE_KAFKA_PARTITIONS"
 # make test. Production brokers get 6 GiB (deploy/README.md).
 KAFKA_HEAP="${FLASHSALE_KAFKA_HEAP:--Xms256m -Xmx1g}"
 KAFKA_WAIT="${FLASHSALE_KAFKA_WAIT:-120}"
-KAFKA_ROOT="$STACK/kafka"
-KAFKA_POM="$ROOT/deploy/kafka/pom.xml"
-KAFKA_ADMIN="$STACK/bin/kafka-admin"
 KAFKA_CLUSTER_NODES=3
 
 # ------------------------------------------------------------ installation
-
-# java_ok: a java of version 17 or newer is on PATH.
-java_ok() {
-	command -v java >/dev/null 2>&1 || return 1
-	local v
-	v="$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')"
-	[[ "${v%%.*}" =~ ^[0-9]+$ ]] && ((${v%%.*} >= 17))
-}
-
-# kafka_packages: the Debian packages Kafka needs and this machine lacks
-# (a JRE; Maven unless the jars are cached or KAFKA_HOME has them).
-kafka_packages() {
-	java_ok || echo default-jre-headless
-	if [[ -z "${KAFKA_HOME:-}" ]] && ! kafka_jars_cached && ! command -v mvn >/dev/null 2>&1; then
-		echo maven
-	fi
-}
 
 # kafka_libs: the folder whose jars make the broker's classpath.
 kafka_libs() {
@@ -61,12 +39,6 @@ kafka_libs() {
 	else
 		echo "$KAFKA_ROOT/libs"
 	fi
-}
-
-kafka_pom_hash() { sha256sum "$KAFKA_POM" | cut -c1-16; }
-
-kafka_jars_cached() {
-	[[ -f "$KAFKA_ROOT/libs/.pom-$(kafka_pom_hash)" ]]
 }
 
 # kafka_jars: make sure the classpath is there. From Maven Central once per
@@ -97,10 +69,10 @@ kafka_jars() {
 }
 
 # kafka_admin_build: deploy/kafka (probe, topic creation) as a binary,
-# rebuilt when its sources change.
+# rebuilt when its sources or the topic package it uses change.
 kafka_admin_build() {
-	local src="$ROOT/deploy/kafka" go
-	if [[ -x "$KAFKA_ADMIN" ]] && [[ -z "$(find "$src" -name '*.go' -newer "$KAFKA_ADMIN" -o -name go.mod -newer "$KAFKA_ADMIN")" ]]; then
+	local go
+	if [[ -x "$KAFKA_ADMIN" ]] && [[ -z "$(find "$ROOT/deploy/kafka" "$ROOT/tools/kafkatopic" \( -name '*.go' -o -name go.mod \) -newer "$KAFKA_ADMIN" 2>/dev/null)" ]]; then
 		return 0
 	fi
 	go="$(find_go)"
@@ -115,9 +87,15 @@ kafka_admin_build() {
 	}
 }
 
+# kafka_prepare: everything a node needs before it starts.
+kafka_prepare() {
+	java_ok || ensure_packages
+	kafka_jars
+	kafka_admin_build
+}
+
 # ------------------------------------------------------------ one node
 
-# Node names: "single" for the one-node stack, "cluster-N" for the three.
 kafka_dir() { echo "$KAFKA_ROOT/$1"; }
 kafka_pidfile() { echo "$KAFKA_ROOT/$1/kafka.pid"; }
 kafka_node_running() { pid_alive "$(kafka_pidfile "$1")" "flashsale.kafka=$1 "; }
@@ -134,19 +112,33 @@ kafka_node_ports() {
 	esac
 }
 
+# kafka_join SEP WORDS...: the words joined by SEP.
+kafka_join() {
+	local IFS="$1"
+	shift
+	echo "$*"
+}
+
 kafka_voters() { # single | cluster
 	if [[ "$1" == single ]]; then
 		echo "1@$HOST:$((KAFKA_PORT + 1))"
-	else
-		local i out=()
-		for i in $(seq 1 "$KAFKA_CLUSTER_NODES"); do
-			out+=("$i@$HOST:$((KAFKA_CLUSTER_PORT + 10 + i - 1))")
-		done
-		(
-			IFS=,
-			echo "${out[*]}"
-		)
+		return 0
 	fi
+	local i out=()
+	for i in $(seq 1 "$KAFKA_CLUSTER_NODES"); do
+		out+=("$i@$HOST:$((KAFKA_CLUSTER_PORT + 10 + i - 1))")
+	done
+	kafka_join , "${out[@]}"
+}
+
+kafka_bootstrap() { # single | cluster
+	if [[ "$1" == single ]]; then
+		echo "$HOST:$KAFKA_PORT"
+		return 0
+	fi
+	local i out=()
+	for i in $(seq 0 $((KAFKA_CLUSTER_NODES - 1))); do out+=("$HOST:$((KAFKA_CLUSTER_PORT + i))"); done
+	kafka_join , "${out[@]}"
 }
 
 # kafka_write_config NAME: the node's server.properties, written at every
@@ -161,8 +153,8 @@ kafka_write_config() {
 		id="${name#cluster-}" rf=3 isr=2 voters="$(kafka_voters cluster)"
 	fi
 	mkdir -p "$dir/data"
-	cat >"$dir/server.properties" <<EOF
-# Written by deploy/stack.sh at every start of node $name; edit deploy/kafka.sh instead.
+	cat >"$dir/server.properties" <<PROPERTIES
+# Written by deploy/stack/kafka-node.sh at every start of node $name; edit it there instead.
 process.roles=broker,controller
 node.id=$id
 controller.quorum.voters=$voters
@@ -201,7 +193,7 @@ group.initial.rebalance.delay.ms=0
 num.network.threads=2
 num.io.threads=4
 num.recovery.threads.per.data.dir=2
-EOF
+PROPERTIES
 }
 
 # kafka_format NAME CLUSTER_ID: kafka-storage format, once per node.
@@ -275,13 +267,18 @@ kafka_node_stop() { # NAME [SECONDS to wait for the controlled shutdown, 60]
 	rm -f "$pidfile"
 }
 
+# kafka_probe BOOTSTRAP BROKERS TIMEOUT: the cluster lists BROKERS brokers.
+kafka_probe() {
+	"$KAFKA_ADMIN" probe -bootstrap "$1" -brokers "$2" -timeout "$3" >/dev/null 2>&1
+}
+
 # kafka_wait BOOTSTRAP BROKERS NAMES...: until the cluster lists BROKERS
 # brokers, failing early when one of the nodes died.
 kafka_wait() {
 	local bootstrap="$1" brokers="$2" n
 	shift 2
 	local deadline=$((SECONDS + KAFKA_WAIT))
-	until "$KAFKA_ADMIN" probe -bootstrap "$bootstrap" -brokers "$brokers" -timeout 2s >/dev/null 2>&1; do
+	until kafka_probe "$bootstrap" "$brokers" 2s; do
 		for n in "$@"; do
 			if ! kafka_node_running "$n"; then
 				tail_log "$(kafka_dir "$n")/kafka.log"
@@ -304,121 +301,4 @@ kafka_topics() { # BOOTSTRAP RF MIN_ISR
 		die "creating the flash-sale topics on $1 failed"
 	}
 	grep '^created' <<<"$out" | sed 's/^/stack: /' >&2 || true
-}
-
-kafka_bootstrap() { # single | cluster
-	if [[ "$1" == single ]]; then
-		echo "$HOST:$KAFKA_PORT"
-	else
-		local i out=()
-		for i in $(seq 0 $((KAFKA_CLUSTER_NODES - 1))); do out+=("$HOST:$((KAFKA_CLUSTER_PORT + i))"); done
-		(
-			IFS=,
-			echo "${out[*]}"
-		)
-	fi
-}
-
-kafka_cluster_names() {
-	local i
-	for i in $(seq 1 "$KAFKA_CLUSTER_NODES"); do echo "cluster-$i"; done
-}
-
-# ------------------------------------------------------------ the services
-
-kafka_running() {
-	kafka_node_running single && "$KAFKA_ADMIN" probe -bootstrap "$(kafka_bootstrap single)" -timeout 5s >/dev/null 2>&1
-}
-
-kafka_start() {
-	kafka_node_running single && return 0
-	java_ok || ensure_packages
-	kafka_jars
-	kafka_admin_build
-	kafka_node_start single "$(kafka_cluster_id single)"
-	kafka_wait "$(kafka_bootstrap single)" 1 single
-	kafka_topics "$(kafka_bootstrap single)" 1 1
-}
-
-kafka_stop() { kafka_node_stop single; }
-
-kafka_status() {
-	if [[ -x "$KAFKA_ADMIN" ]] && kafka_running; then
-		printf '%-9s running  %s:%s  pid %s  bootstrap.servers=%s  (Apache Kafka, KRaft, 1 node)\n' kafka "$HOST" "$KAFKA_PORT" \
-			"$(<"$(kafka_pidfile single)")" "$(kafka_bootstrap single)"
-	else
-		printf '%-9s stopped  %s:%s\n' kafka "$HOST" "$KAFKA_PORT"
-		return 1
-	fi
-}
-
-kafka-cluster_running() {
-	local n
-	for n in $(kafka_cluster_names); do kafka_node_running "$n" || return 1; done
-	# 5 s: a node just back answers its first requests slowly on 2 busy cores
-	"$KAFKA_ADMIN" probe -bootstrap "$(kafka_bootstrap cluster)" -brokers "$KAFKA_CLUSTER_NODES" -timeout 5s >/dev/null 2>&1
-}
-
-# kafka-cluster_start starts every node that is not running (all three at
-# once on a first start: each waits for a quorum of controllers), then waits
-# until the three are registered and creates the topics.
-kafka-cluster_start() {
-	local n names=()
-	java_ok || ensure_packages
-	kafka_jars
-	kafka_admin_build
-	mapfile -t names < <(kafka_cluster_names)
-	for n in "${names[@]}"; do kafka_node_start "$n" "$(kafka_cluster_id cluster)"; done
-	kafka_wait "$(kafka_bootstrap cluster)" "$KAFKA_CLUSTER_NODES" "${names[@]}"
-	kafka_topics "$(kafka_bootstrap cluster)" 3 2
-}
-
-kafka-cluster_stop() {
-	local n pids=()
-	# In parallel, 20 s each: a node's controlled shutdown asks the
-	# controller quorum to move its leaderships, and once two of the three
-	# are going the quorum is gone, so the last ones wait for it in vain
-	# (one by one, the last node waits the same way). Nothing acknowledged
-	# is lost by the SIGKILL that follows: it is in the page cache.
-	for n in $(kafka_cluster_names); do
-		kafka_node_stop "$n" 20 &
-		pids+=($!)
-	done
-	for n in "${pids[@]}"; do wait "$n" || die "stopping a kafka cluster node failed"; done
-}
-
-kafka-cluster_status() {
-	local n rc=0 client
-	for n in $(kafka_cluster_names); do
-		read -r client _ <<<"$(kafka_node_ports "$n")"
-		if kafka_node_running "$n"; then
-			printf '%-9s running  %s:%s  pid %s  node %s\n' kafka-cl "$HOST" "$client" "$(<"$(kafka_pidfile "$n")")" "${n#cluster-}"
-		else
-			printf '%-9s stopped  %s:%s  node %s\n' kafka-cl "$HOST" "$client" "${n#cluster-}"
-			rc=1
-		fi
-	done
-	if ((rc == 0)) && ! kafka-cluster_running; then
-		note "kafka cluster nodes run but do not list $KAFKA_CLUSTER_NODES brokers yet (starting, or a node is cut off)"
-		rc=1
-	fi
-	echo "FLASHSALE_KAFKA_BROKERS=$(kafka_bootstrap cluster)"
-	return "$rc"
-}
-
-kafka_any_cluster_node_running() {
-	local n
-	for n in $(kafka_cluster_names); do kafka_node_running "$n" && return 0; done
-	return 1
-}
-
-# kafka_kill_node ID: SIGKILL cluster node ID (no controlled shutdown, as a
-# crashed machine) and print its pid.
-kafka_kill_node() {
-	local name="cluster-$1" pid
-	kafka_node_running "$name" || die "kafka cluster node $1 is not running"
-	pid="$(<"$(kafka_pidfile "$name")")"
-	kill -KILL "$pid"
-	wait_gone "$pid" 10 || die "kafka node $name (pid $pid) survived SIGKILL"
-	echo "$pid"
 }
