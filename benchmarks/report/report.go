@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -53,6 +54,13 @@ type Row struct {
 	// ServerCPU is the user+system CPU the answering process used during
 	// the attack (not its database, Redis or broker); negative unknown.
 	ServerCPU time.Duration `json:"server_cpu_ns"`
+	// StackCPU is the CPU every process of the local stack (our gateway,
+	// the broker, the order service, Redis, PostgreSQL) used from the first
+	// request to the last unit sold, when measured (our gateway selling);
+	// negative otherwise. StackCPUByComponent splits it (and names the load
+	// generator's own, not in StackCPU).
+	StackCPU            time.Duration            `json:"stack_cpu_ns"`
+	StackCPUByComponent map[string]time.Duration `json:"stack_cpu_by_component_ns,omitempty"`
 	// StoreOversold is what the design's own store says was sold beyond
 	// the stock (PostgreSQL rows, or a negative Redis counter); -1 unknown.
 	StoreOversold int    `json:"store_oversold"`
@@ -86,6 +94,14 @@ func (r Row) CPUPerRequest() time.Duration {
 		return -1
 	}
 	return r.ServerCPU / time.Duration(r.Requests)
+}
+
+// StackCPUPerOrder is StackCPU over the units sold; negative unknown.
+func (r Row) StackCPUPerOrder() time.Duration {
+	if r.StackCPU < 0 || r.Stock <= 0 {
+		return -1
+	}
+	return r.StackCPU / time.Duration(r.Stock)
 }
 
 // Other is every answer that is neither accepted nor sold out.
@@ -247,6 +263,12 @@ func Markdown(w io.Writer, m Meta, rows []Row, ratios []Ratio) error {
 			r.Scenario, r.Target, r.Requests, r.RPS(), ms(r.P50), ms(r.P99), us(r.CPUPerRequest()), r.Accepted(), r.Counts["sold_out"], r.Other(),
 			ms(r.SellOut), ms(r.Persisted), r.Oversold(), note)
 	}
+	for _, r := range rows {
+		if r.StackCPUPerOrder() >= 0 {
+			fmt.Fprintf(&b, "\nCPU of the whole stack per order while %s sold out (first request to last unit sold, read from /proc): **%s µs** (%s).\n",
+				r.Target, us(r.StackCPUPerOrder()), componentsCPU(r.StackCPUByComponent))
+		}
+	}
 	if len(ratios) > 0 {
 		b.WriteString("\n| ratio (same run) | value | target | met |\n|---|---:|---:|---|\n")
 		for _, q := range ratios {
@@ -267,6 +289,26 @@ func Markdown(w io.Writer, m Meta, rows []Row, ratios []Ratio) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// componentsCPU lists each component's CPU in milliseconds, the largest
+// first.
+func componentsCPU(cpu map[string]time.Duration) string {
+	names := make([]string, 0, len(cpu))
+	for n := range cpu {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if cpu[names[i]] != cpu[names[j]] {
+			return cpu[names[i]] > cpu[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %d ms", n, cpu[n].Milliseconds())
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Median returns the round with the median requests/s (the lower of the two

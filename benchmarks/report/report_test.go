@@ -11,7 +11,7 @@ import (
 
 func row(scenario, target string, requests int, elapsed time.Duration, counts map[string]int) Row {
 	return Row{Scenario: scenario, Target: target, Requests: requests, Elapsed: elapsed, Counts: counts,
-		SellOut: -1, Persisted: -1, StoreOversold: -1, ServerCPU: -1}
+		SellOut: -1, Persisted: -1, StoreOversold: -1, ServerCPU: -1, StackCPU: -1}
 }
 
 func TestRowArithmetic(t *testing.T) {
@@ -236,11 +236,14 @@ func TestMarkdown(t *testing.T) {
 	naive.Stock, naive.StoreOversold, naive.SellOut, naive.Note = 10_000, 17, 1713*time.Millisecond, "Redis stock counter ends at -17"
 	pg := row(Selling, PGLock, 24_677, 60*time.Second, map[string]int{"accepted": 10_000, "sold_out": 14_677})
 	pg.Stock, pg.Bounded = 10_000, true
+	gw := row(Selling, Gateway, 50_000, 3*time.Second, map[string]int{"accepted": 10_000, "sold_out": 40_000})
+	gw.Stock, gw.StackCPU = 10_000, 2500*time.Millisecond
+	gw.StackCPUByComponent = map[string]time.Duration{"gateway": time.Second, "kafka": 900 * time.Millisecond, "redis": 600 * time.Millisecond, "loadtest": 700 * time.Millisecond}
 	var b strings.Builder
 	meta := Meta{When: time.Date(2026, 12, 2, 15, 0, 0, 0, time.UTC), Machine: "2 cores", Shoppers: 50_000, Stock: 10_000,
 		Connections: 64, Workers: 64, Bound: time.Minute, PGConns: 32, Rounds: 3, Command: "bench"}
 	ratios := []Ratio{{Name: "x / y", Value: math.NaN(), Target: 10, Higher: true}, {Name: "z / y", Value: 17.3, Target: 10, Higher: true, AtLeast: true}}
-	if err := Markdown(&b, meta, []Row{bare, naive, pg}, ratios); err != nil {
+	if err := Markdown(&b, meta, []Row{bare, naive, pg, gw}, ratios); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -248,6 +251,7 @@ func TestMarkdown(t *testing.T) {
 		"| sold-out | bare | 10000 | 10000 | 1.5 | 12.0 | 25 | 0 | 10000 | 0 | — | — | 0 |  |",
 		"| selling | redis-naive | 50000 | 10000 | 0.0 | 0.0 | — | 10017 | 39983 | 0 | 1713.0 | — | 17 | Redis stock counter ends at -17 |",
 		"| selling | pg-lock | 24677 | 411 | 0.0 | 0.0 | — | 10000 | 14677 | 0 | — | — | 0 | stopped by the time bound |",
+		"CPU of the whole stack per order while gateway sold out (first request to last unit sold, read from /proc): **250 µs** (gateway 1000 ms, kafka 900 ms, loadtest 700 ms, redis 600 ms).",
 		"| x / y | n/a | ≥ 10× | **no** |",
 		"| z / y | > 17.30× | ≥ 10× | yes |",
 	} {

@@ -35,7 +35,9 @@ func (t *tallied) counts() map[string]int {
 // settings for every target: a closed loop of Workers requests in flight
 // over at most Connections keep-alive connections, stopped by the crowd's
 // end or by Bound, whichever comes first.
-func (r *runner) attack(ctx context.Context, name, baseURL, purchasePath string, items []int64) *tallied {
+// attack sends the crowd at one target. soldOut, when not nil, is called
+// once, at the answer that accepts the quantity-th order.
+func (r *runner) attack(ctx context.Context, name, baseURL, purchasePath string, items []int64, quantity int, soldOut func()) *tallied {
 	atk := vegeta.NewAttacker(
 		vegeta.Connections(r.o.Connections), vegeta.MaxConnections(r.o.Connections),
 		vegeta.Workers(r.o.Workers), vegeta.MaxWorkers(r.o.Workers),
@@ -51,11 +53,16 @@ func (r *runner) attack(ctx context.Context, name, baseURL, purchasePath string,
 		fmt.Fprintf(r.progress, "bench:   %-11s %3.0fs %8d requests %7d/s\n", name, elapsed.Seconds(), n, perSec)
 	}, &done)
 	t := &tallied{}
+	accepted := 0
 	for res := range atk.Attack(r.crowd.Targeter(baseURL, purchasePath, items), pacer, r.o.Bound, name) {
 		if res.Method == "" { // the targeter ran dry; nothing was sent
 			continue
 		}
-		t.Add(res)
+		if k, _ := t.Add(res); k == outcome.Accepted {
+			if accepted++; accepted == quantity && soldOut != nil {
+				soldOut()
+			}
+		}
 		done.Add(1)
 	}
 	stop()

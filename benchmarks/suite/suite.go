@@ -23,6 +23,7 @@ import (
 	"flashsale/pkg/redisconn"
 	"flashsale/pkg/stock"
 	"flashsale/tools/crowd"
+	"flashsale/tools/proccpu"
 )
 
 // Options of a run.
@@ -365,13 +366,32 @@ func (r *runner) measure(ctx context.Context, scenario string, p *prepared) repo
 
 // measureTallied attacks a prepared target, with the CPU time its process
 // spent during the attack.
+// For our gateway selling, it also reads the CPU of every process of the
+// stack (gateway, broker, order service, Redis, PostgreSQL) from the first
+// request to the last unit sold.
 func (r *runner) measureTallied(ctx context.Context, scenario string, p *prepared) (report.Row, *tallied) {
+	var soldOut func()
+	var selling map[string]time.Duration
+	if p.target == report.Gateway && p.quantity > 0 {
+		root := proccpu.Root()
+		before := proccpu.Sample(root)
+		soldOut = func() { selling = proccpu.Sample(root).Since(before) }
+	}
 	cpu0, ok0 := cpuTime(p.pid)
-	t := r.attack(ctx, p.target, p.url, p.path, p.items)
+	t := r.attack(ctx, p.target, p.url, p.path, p.items, p.quantity, soldOut)
 	cpu1, ok1 := cpuTime(p.pid)
 	row := r.row(scenario, p.target, p.quantity, t)
 	if ok0 && ok1 {
 		row.ServerCPU = cpu1 - cpu0
+	}
+	if selling != nil {
+		row.StackCPU = 0
+		for c, d := range selling {
+			if c != "loadtest" {
+				row.StackCPU += d
+			}
+		}
+		row.StackCPUByComponent = selling
 	}
 	return row, t
 }
@@ -380,7 +400,7 @@ func (r *runner) measureTallied(ctx context.Context, scenario string, p *prepare
 func (r *runner) row(scenario, target string, quantity int, t *tallied) report.Row {
 	row := report.Row{Scenario: scenario, Target: target, Stock: quantity, Shoppers: r.o.Shoppers,
 		Counts: t.counts(), Requests: t.Total(), Elapsed: t.Last.Sub(t.First),
-		SellOut: -1, Persisted: -1, StoreOversold: -1, ServerCPU: -1, Bounded: t.bounded}
+		SellOut: -1, Persisted: -1, StoreOversold: -1, ServerCPU: -1, StackCPU: -1, Bounded: t.bounded}
 	all := t.LatencyAll()
 	row.P50, row.P99 = all.P50, all.P99
 	if quantity > 0 && row.Accepted() >= quantity {

@@ -25,6 +25,7 @@ import (
 	"flashsale/tools/audit"
 	"flashsale/tools/crowd"
 	"flashsale/tools/outcome"
+	"flashsale/tools/proccpu"
 	"flashsale/tools/stackapi"
 )
 
@@ -291,8 +292,8 @@ func attack(ctx context.Context, o Options, pool *pgxpool.Pool, s sale, room *wa
 	go func() { <-attackCtx.Done(); atk.Stop() }()
 	// CPU of every process of the stack from the first request to the last
 	// unit sold: what selling costs, per accepted order.
-	cpuRoot := stackRoot()
-	cpuStart := sampleCPU(cpuRoot)
+	cpuRoot := proccpu.Root()
+	cpuStart := proccpu.Sample(cpuRoot)
 	for r := range atk.Attack(targeter, pacer, o.Duration, "flashsale") {
 		if r.Method == "" { // the targeter ran dry; no request was sent
 			continue
@@ -302,7 +303,7 @@ func attack(ctx context.Context, o Options, pool *pgxpool.Pool, s sale, room *wa
 		if k == outcome.Accepted {
 			if sold.Add(1) == int64(o.Stock) {
 				close(soldOut)
-				res.cpuSold = sampleCPU(cpuRoot).since(cpuStart)
+				res.cpuSold = proccpu.Sample(cpuRoot).Since(cpuStart)
 			}
 			if i, err := crowd.ShopperOf(r.URL); err == nil {
 				res.accepted[id] = s.crowd.Users[i]

@@ -1,4 +1,8 @@
-package run
+// Package proccpu reads from /proc the CPU time each process of the local
+// stack has used (gateway, Kafka, ordersvc, Redis, PostgreSQL, the load
+// generator), so a load test can say what selling cost per order. The load
+// generator and the benchmark driver both report it.
+package proccpu
 
 import (
 	"bytes"
@@ -29,23 +33,23 @@ var components = []struct {
 // on every Linux architecture Go supports.
 const userHZ = 100
 
-// cpuSample is the CPU time each process of the stack has used so far, by
+// Snapshot is the CPU time each process of the stack has used so far, by
 // pid, with its component.
-type cpuSample map[int]procTime
+type Snapshot map[int]procTime
 
 type procTime struct {
 	component string
 	cpu       time.Duration
 }
 
-// stackRoot is the checkout whose stack the run measures: the nearest
+// Root is the checkout whose stack the run measures: the nearest
 // directory above the working directory that holds deploy/stack.env, or ""
 // when there is none (a stack run some other way: every matching process
 // counts). Each server the local stack starts works inside the checkout
 // (PostgreSQL in .stack/postgres/data, Redis in .stack/redis, the JVMs and
 // the services in the checkout itself), so a second checkout's stack on the
 // same machine is told apart by its processes' working directories.
-func stackRoot() string {
+func Root() string {
 	dir, err := os.Getwd()
 	if err != nil {
 		return ""
@@ -72,11 +76,11 @@ func inside(root, pid string) bool {
 	return err == nil && (cwd == root || strings.HasPrefix(cwd, root+string(filepath.Separator)))
 }
 
-// sampleCPU reads /proc once: the processes of the stack working inside
-// root (see stackRoot). On a system without /proc it returns an empty
+// Sample reads /proc once: the processes of the stack working inside
+// root (see Root). On a system without /proc it returns an empty
 // sample.
-func sampleCPU(root string) cpuSample {
-	out := cpuSample{}
+func Sample(root string) Snapshot {
+	out := Snapshot{}
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
@@ -129,11 +133,11 @@ func procCPU(pid string) (time.Duration, bool) {
 	return time.Duration(ut+st) * time.Second / userHZ, true
 }
 
-// since is the CPU each component used between before and s: per process,
+// Since is the CPU each component used between before and s: per process,
 // from its time in before (or from its start when it began after before).
 // A process that ended in between is not counted (a previous run's
 // services still stopping would otherwise subtract their whole life).
-func (s cpuSample) since(before cpuSample) map[string]time.Duration {
+func (s Snapshot) Since(before Snapshot) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for pid, p := range s {
 		b, ok := before[pid]

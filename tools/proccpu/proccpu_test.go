@@ -1,4 +1,4 @@
-package run
+package proccpu
 
 import (
 	"os"
@@ -15,12 +15,12 @@ func TestSampleCPUScopesToTheCheckout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := stackRoot()
+	root := Root()
 	if root == "" || !inside(root, self) {
-		t.Fatalf("stackRoot() = %q: the test runs inside the checkout (%s), so it must be found and hold this process", root, wd)
+		t.Fatalf("Root() = %q: the test runs inside the checkout (%s), so it must be found and hold this process", root, wd)
 	}
 	if _, err := os.Stat(filepath.Join(root, "deploy", "stack.env")); err != nil {
-		t.Fatalf("stackRoot() = %q holds no deploy/stack.env: %v", root, err)
+		t.Fatalf("Root() = %q holds no deploy/stack.env: %v", root, err)
 	}
 	if inside(root+"-elsewhere", self) {
 		t.Fatalf("a directory that only shares the checkout's prefix (%s-elsewhere) counted this process", root)
