@@ -146,40 +146,15 @@ type QueueState struct {
 // goes in X-Forwarded-For as a load balancer would put it.
 func (c *Client) JoinQueue(ctx context.Context, saleID int64, token, clientIP string) (QueueState, error) {
 	var out QueueState
-	err := c.doHeader(ctx, http.MethodPost, c.GatewayURL+"/api/flash-sales/"+strconv.FormatInt(saleID, 10)+"/queue", token, clientIP, http.StatusOK, &out)
+	err := c.send(ctx, http.MethodPost, c.GatewayURL+"/api/flash-sales/"+strconv.FormatInt(saleID, 10)+"/queue", token, clientIP, nil, http.StatusOK, &out)
 	return out, err
 }
 
 // QueueStatus polls a ticket.
 func (c *Client) QueueStatus(ctx context.Context, saleID int64, ticket, token string) (QueueState, error) {
 	var out QueueState
-	err := c.doHeader(ctx, http.MethodGet, c.GatewayURL+"/api/flash-sales/"+strconv.FormatInt(saleID, 10)+"/queue/"+ticket, token, "", http.StatusOK, &out)
+	err := c.send(ctx, http.MethodGet, c.GatewayURL+"/api/flash-sales/"+strconv.FormatInt(saleID, 10)+"/queue/"+ticket, token, "", nil, http.StatusOK, &out)
 	return out, err
-}
-
-func (c *Client) doHeader(ctx context.Context, method, url, token, clientIP string, want int, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, url, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	if clientIP != "" {
-		req.Header.Set("X-Forwarded-For", clientIP)
-	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != want {
-		return &StatusError{Code: resp.StatusCode, Body: string(b)}
-	}
-	return json.Unmarshal(b, out)
 }
 
 // StatusError is a non-expected HTTP status.
@@ -191,6 +166,14 @@ type StatusError struct {
 func (e *StatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Code, e.Body) }
 
 func (c *Client) do(ctx context.Context, method, url, token string, in any, want int, out any) error {
+	return c.send(ctx, method, url, token, "", in, want, out)
+}
+
+// send makes one request: in, when not nil, as its JSON body; clientIP,
+// when not empty, in X-Forwarded-For as a load balancer would put it; an
+// answer other than want is a StatusError, and out, when not nil, takes
+// the JSON body.
+func (c *Client) send(ctx context.Context, method, url, token, clientIP string, in any, want int, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -208,6 +191,9 @@ func (c *Client) do(ctx context.Context, method, url, token string, in any, want
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if clientIP != "" {
+		req.Header.Set("X-Forwarded-For", clientIP)
 	}
 	hc := c.HTTP
 	if hc == nil {

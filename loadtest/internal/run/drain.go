@@ -114,32 +114,52 @@ func waitReleases(ctx context.Context, pool *pgxpool.Pool, saleID int64, timeout
 // pollSample checks up to n accepted orders through the shoppers' polling
 // endpoint, as their owners, and counts the statuses seen.
 func pollSample(ctx context.Context, api *stackapi.Client, cr *crowd.Crowd, accepted map[string]string, n int) map[string]int {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	asOwners(cr, accepted, n, func(orderID, token string) {
+		status := "ERROR"
+		if o, err := api.Order(ctx, token, orderID); err == nil {
+			status = o.Status
+		}
+		mu.Lock()
+		seen[status]++
+		mu.Unlock()
+	})
+	return seen
+}
+
+// payShare pays a share of the winners through the polling origin, as the
+// shoppers would, and returns how many payments succeeded.
+func payShare(ctx context.Context, api *stackapi.Client, cr *crowd.Crowd, accepted map[string]string, share float64) int {
+	var paid atomic.Int64
+	asOwners(cr, accepted, int(float64(len(accepted))*share), func(orderID, token string) {
+		if err := api.Pay(ctx, token, orderID, "lt-"+orderID); err == nil {
+			paid.Add(1)
+		}
+	})
+	return int(paid.Load())
+}
+
+// asOwners calls f, from 16 goroutines, for up to n accepted orders (map
+// order is random: a fair sample) with the token of the shopper who owns
+// each.
+func asOwners(cr *crowd.Crowd, accepted map[string]string, n int, f func(orderID, token string)) {
 	tokenOf := make(map[string]string, len(cr.Users))
 	for i, u := range cr.Users {
 		tokenOf[u] = cr.Tokens[i]
 	}
 	type job struct{ id, token string }
 	jobs := make(chan job)
-	var mu sync.Mutex
-	seen := map[string]int{}
 	var wg sync.WaitGroup
 	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for j := range jobs {
-				status := "ERROR"
-				if o, err := api.Order(ctx, j.token, j.id); err == nil {
-					status = o.Status
-				}
-				mu.Lock()
-				seen[status]++
-				mu.Unlock()
+				f(j.id, j.token)
 			}
-		}()
+		})
 	}
 	sent := 0
-	for id, user := range accepted { // map order is random: a fair sample
+	for id, user := range accepted {
 		if sent >= n {
 			break
 		}
@@ -148,41 +168,4 @@ func pollSample(ctx context.Context, api *stackapi.Client, cr *crowd.Crowd, acce
 	}
 	close(jobs)
 	wg.Wait()
-	return seen
-}
-
-// payShare pays a share of the winners through the polling origin, as the
-// shoppers would, and returns how many payments succeeded.
-func payShare(ctx context.Context, api *stackapi.Client, cr *crowd.Crowd, accepted map[string]string, share float64) int {
-	tokenOf := make(map[string]string, len(cr.Users))
-	for i, u := range cr.Users {
-		tokenOf[u] = cr.Tokens[i]
-	}
-	want := int(float64(len(accepted)) * share)
-	type job struct{ id, token string }
-	jobs := make(chan job)
-	var paid atomic.Int64
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				if err := api.Pay(ctx, j.token, j.id, "lt-"+j.id); err == nil {
-					paid.Add(1)
-				}
-			}
-		}()
-	}
-	n := 0
-	for id, user := range accepted {
-		if n >= want {
-			break
-		}
-		jobs <- job{id, tokenOf[user]}
-		n++
-	}
-	close(jobs)
-	wg.Wait()
-	return int(paid.Load())
 }
