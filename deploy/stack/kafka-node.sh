@@ -210,12 +210,18 @@ kafka_format() {
 }
 
 # kafka_cluster_id SHAPE: a KRaft cluster id (16 random bytes, base64url),
-# made once per shape.
+# made once per shape. Like Kafka's own Uuid.randomUuid it never starts with
+# '-', which kafka-storage would read as an option (one id in 64 did: a
+# fresh clone failed to format its node).
 kafka_cluster_id() {
-	local f="$KAFKA_ROOT/$1.cluster-id"
-	if [[ ! -s "$f" ]]; then
+	local f="$KAFKA_ROOT/$1.cluster-id" id
+	if [[ ! -s "$f" || "$(<"$f")" == -* ]]; then
 		mkdir -p "$KAFKA_ROOT"
-		head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$f"
+		id=-
+		while [[ "$id" == -* ]]; do
+			id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+		done
+		printf '%s' "$id" >"$f"
 	fi
 	cat "$f"
 }
