@@ -14,34 +14,19 @@
 # installs with the other servers.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
-# shellcheck source=deploy/stackenv.sh
-source "$ROOT/deploy/stackenv.sh"
-STACK="${FLASHSALE_STACK_DIR:-$ROOT/.stack}"
+# The stack's settings (ROOT, STACK, HOST, WAIT, CLUSTER, the ports) and
+# helpers (die, note, port_open, pid_alive, wait_gone, tail_log).
+# shellcheck source=deploy/stack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/stack/lib.sh"
 DIR="$STACK/prometheus"
 PID="$DIR/prometheus.pid"
 LOG="$DIR/prometheus.log"
 PORT="$FLASHSALE_PROMETHEUS_PORT"
-HOST=127.0.0.1
-WAIT="${FLASHSALE_STACK_WAIT:-60}"
-CLUSTER="${FLASHSALE_CLUSTER:-${FLASHSALE_REDIS_CLUSTER:-0}}"
 
-die() {
-	echo "prometheus: $*" >&2
-	exit 1
-}
-note() { echo "prometheus: $*" >&2; }
-
-running() {
-	[[ -s "$PID" ]] || return 1
-	local pid
-	pid="$(<"$PID")"
-	[[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null &&
-		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- prometheus
-}
+running() { pid_alive "$PID" prometheus; }
 
 INSTANCES=1
-case "$CLUSTER" in 1 | true | yes) INSTANCES=2 ;; esac
+cluster_wanted && INSTANCES=2
 GATEWAYS="${DEMO_GATEWAYS:-$INSTANCES}"
 
 # targets FIRST_PORT COUNT: a file_sd list of the instances' admin addresses.
@@ -63,7 +48,7 @@ up() {
 		note "running on http://$HOST:$PORT (pid $(<"$PID"))"
 		return 0
 	fi
-	(exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null &&
+	port_open "$PORT" &&
 		die "port $PORT is taken by another process (set FLASHSALE_PROMETHEUS_PORT)"
 	mkdir -p "$DIR/targets" "$DIR/data"
 	# The configuration and rules are copied at each start: edit them in
@@ -82,7 +67,7 @@ up() {
 	local deadline=$((SECONDS + WAIT))
 	until curl -fsS "http://$HOST:$PORT/-/ready" >/dev/null 2>&1; do
 		if ! running || ((SECONDS >= deadline)); then
-			tail -n 30 "$LOG" >&2 || true
+			tail_log "$LOG"
 			die "did not become ready on $HOST:$PORT within ${WAIT}s"
 		fi
 		sleep 0.2
@@ -92,13 +77,10 @@ up() {
 
 down() {
 	running || return 0
-	local pid deadline=$((SECONDS + WAIT))
+	local pid
 	pid="$(<"$PID")"
 	kill -TERM "$pid"
-	while kill -0 "$pid" 2>/dev/null; do
-		((SECONDS < deadline)) || die "pid $pid did not stop within ${WAIT}s"
-		sleep 0.2
-	done
+	wait_gone "$pid" "$WAIT" || die "prometheus (pid $pid) did not stop within ${WAIT}s"
 	rm -f "$PID"
 }
 
