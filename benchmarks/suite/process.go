@@ -102,40 +102,6 @@ func tail(path string) string {
 	return strings.Join(lines[max(0, len(lines)-10):], "\n")
 }
 
-// cpuTime is the user and system CPU a process has used so far; false
-// when the pid is unset or unreadable. /proc counts in USER_HZ ticks, which
-// Linux fixes at 100 per second for user space.
-func cpuTime(pid int) (time.Duration, bool) {
-	if pid <= 0 {
-		return 0, false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	return parseStatCPU(string(b))
-}
-
-// parseStatCPU reads utime and stime from a /proc/<pid>/stat line.
-func parseStatCPU(stat string) (time.Duration, bool) {
-	// The command name may hold spaces and parentheses; the fields after
-	// its last ')' do not.
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(stat[i+1:])
-	if len(f) < 13 {
-		return 0, false
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond, true
-}
-
 // residentMemory reads a process's resident set and its peak, "" when the
 // pid is unset or unreadable.
 func residentMemory(pid int) string {

@@ -377,21 +377,15 @@ func (r *runner) measureTallied(ctx context.Context, scenario string, p *prepare
 		before := proccpu.Sample(root)
 		soldOut = func() { selling = proccpu.Sample(root).Since(before) }
 	}
-	cpu0, ok0 := cpuTime(p.pid)
+	cpu0, ok0 := proccpu.Process(p.pid)
 	t := r.attack(ctx, p.target, p.url, p.path, p.items, p.quantity, soldOut)
-	cpu1, ok1 := cpuTime(p.pid)
+	cpu1, ok1 := proccpu.Process(p.pid)
 	row := r.row(scenario, p.target, p.quantity, t)
 	if ok0 && ok1 {
 		row.ServerCPU = cpu1 - cpu0
 	}
 	if selling != nil {
-		row.StackCPU = 0
-		for c, d := range selling {
-			if c != "loadtest" {
-				row.StackCPU += d
-			}
-		}
-		row.StackCPUByComponent = selling
+		row.StackCPU, row.StackCPUByComponent = proccpu.Stack(selling), selling
 	}
 	return row, t
 }

@@ -56,30 +56,6 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestParseStatCPU(t *testing.T) {
-	cases := []struct {
-		name string
-		stat string
-		want time.Duration
-		ok   bool
-	}{
-		// utime 150 and stime 50 ticks of 10 ms.
-		{"plain", "4242 (gateway) S 1 4242 4242 0 -1 4194560 100 0 0 0 150 50 0 0 20 0 12 0", 2 * time.Second, true},
-		// A command name with spaces and a parenthesis does not shift the fields.
-		{"odd name", "7 (a) b (c) S 1 7 7 0 -1 0 0 0 0 0 3 4 0 0", 70 * time.Millisecond, true},
-		{"truncated", "7 (x) S 1 7", 0, false},
-		{"garbage", "nothing here", 0, false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got, ok := parseStatCPU(c.stat)
-			if got != c.want || ok != c.ok {
-				t.Errorf("parseStatCPU = %v, %v; want %v, %v", got, ok, c.want, c.ok)
-			}
-		})
-	}
-}
-
 func TestKibToMiB(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{"   75776 kB", "74 MiB"},

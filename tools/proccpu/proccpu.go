@@ -99,7 +99,7 @@ func Sample(root string) Snapshot {
 			if !inside(root, d.Name()) {
 				break
 			}
-			if t, ok := procCPU(d.Name()); ok {
+			if t, ok := Process(pid); ok {
 				out[pid] = procTime{component: c.name, cpu: t}
 			}
 			break
@@ -108,20 +108,28 @@ func Sample(root string) Snapshot {
 	return out
 }
 
-// procCPU is utime+stime of one process.
-func procCPU(pid string) (time.Duration, bool) {
-	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+// Process is the user and system CPU process pid has used so far; false
+// when the pid is unset or unreadable.
+func Process(pid int) (time.Duration, bool) {
+	if pid <= 0 {
+		return 0, false
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
 		return 0, false
 	}
-	// The command name (field 2) may hold spaces; the fields after its
-	// closing parenthesis are space-separated: utime and stime are the
-	// 12th and 13th of them.
-	i := bytes.LastIndexByte(b, ')')
+	return parseStat(string(b))
+}
+
+// parseStat reads utime and stime from a /proc/<pid>/stat line. The
+// command name (field 2) may hold spaces and parentheses; the fields after
+// its last ')' are space-separated, utime and stime the 12th and 13th.
+func parseStat(stat string) (time.Duration, bool) {
+	i := strings.LastIndexByte(stat, ')')
 	if i < 0 {
 		return 0, false
 	}
-	f := strings.Fields(string(b[i+1:]))
+	f := strings.Fields(stat[i+1:])
 	if len(f) < 13 {
 		return 0, false
 	}
@@ -131,6 +139,18 @@ func procCPU(pid string) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(ut+st) * time.Second / userHZ, true
+}
+
+// Stack adds up the CPU of the stack's components in cpu (as Since gives
+// it), leaving out the load generator's own.
+func Stack(cpu map[string]time.Duration) time.Duration {
+	var total time.Duration
+	for c, d := range cpu {
+		if c != "loadtest" {
+			total += d
+		}
+	}
+	return total
 }
 
 // Since is the CPU each component used between before and s: per process,

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // The sampler counts only processes working inside the checkout, so a
@@ -27,5 +28,37 @@ func TestSampleCPUScopesToTheCheckout(t *testing.T) {
 	}
 	if !inside("", self) {
 		t.Fatal(`root "" must count every process`)
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	cases := []struct {
+		name string
+		stat string
+		want time.Duration
+		ok   bool
+	}{
+		// utime 150 and stime 50 ticks of 10 ms.
+		{"plain", "4242 (gateway) S 1 4242 4242 0 -1 4194560 100 0 0 0 150 50 0 0 20 0 12 0", 2 * time.Second, true},
+		// A command name with spaces and a parenthesis does not shift the fields.
+		{"odd name", "7 (a) b (c) S 1 7 7 0 -1 0 0 0 0 0 3 4 0 0", 70 * time.Millisecond, true},
+		{"truncated", "7 (x) S 1 7", 0, false},
+		{"garbage", "nothing here", 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := parseStat(c.stat)
+			if got != c.want || ok != c.ok {
+				t.Errorf("parseStat = %v, %v; want %v, %v", got, ok, c.want, c.ok)
+			}
+		})
+	}
+}
+
+// The stack's CPU leaves the load generator out, whatever else is there.
+func TestStackLeavesTheGeneratorOut(t *testing.T) {
+	cpu := map[string]time.Duration{"gateway": time.Second, "kafka": 500 * time.Millisecond, "loadtest": 700 * time.Millisecond}
+	if got := Stack(cpu); got != 1500*time.Millisecond {
+		t.Fatalf("Stack = %v, want 1.5s", got)
 	}
 }

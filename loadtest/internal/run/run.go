@@ -408,14 +408,10 @@ func addFigures(rep *Report, o Options, att *attackResult) {
 // stack's (every component but the load generator) and the gateways'.
 func sellingCPU(cpu map[string]time.Duration, units int) (ms map[string]float64, stackPerOrderUs, gatewayPerOrderUs float64) {
 	ms = map[string]float64{}
-	var total time.Duration
 	for k, v := range cpu {
 		ms[k] = float64(v.Microseconds()) / 1000
-		if k != "loadtest" {
-			total += v
-		}
 	}
-	return ms, float64(total.Microseconds()) / float64(units), float64(cpu["gateway"].Microseconds()) / float64(units)
+	return ms, float64(proccpu.Stack(cpu).Microseconds()) / float64(units), float64(cpu["gateway"].Microseconds()) / float64(units)
 }
 
 // writeOutputs writes plot.html and report.json to dir (best effort: the
