@@ -273,7 +273,7 @@ func Markdown(w io.Writer, m Meta, rows []Row, ratios []Ratio) error {
 	for _, r := range rows {
 		if r.StackCPUPerOrder() >= 0 {
 			fmt.Fprintf(&b, "\nCPU of the whole stack per order while %s sold out (first request to last unit sold, read from /proc): **%s µs** (%s).\n",
-				r.Target, us(r.StackCPUPerOrder()), componentsCPU(r.StackCPUByComponent))
+				r.Target, us(r.StackCPUPerOrder()), ComponentsCPU(r.StackCPUByComponent))
 		}
 	}
 	if len(ratios) > 0 {
@@ -298,9 +298,9 @@ func Markdown(w io.Writer, m Meta, rows []Row, ratios []Ratio) error {
 	return err
 }
 
-// componentsCPU lists each component's CPU in milliseconds, the largest
+// ComponentsCPU lists each component's CPU in milliseconds, the largest
 // first.
-func componentsCPU(cpu map[string]time.Duration) string {
+func ComponentsCPU(cpu map[string]time.Duration) string {
 	names := make([]string, 0, len(cpu))
 	for n := range cpu {
 		names = append(names, n)

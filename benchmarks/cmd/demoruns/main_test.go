@@ -57,7 +57,7 @@ func TestTableSummarisesEachVariant(t *testing.T) {
 	for _, want := range []string{
 		"| a | 3 | 2,000 / 2,500 / 3,000 ms | +50 ms | 200 ms | 450 µs |",
 		"| b | 1 | 1,500 / 1,500 / 1,500 ms | +10 ms | 50 ms | 300 µs |",
-		"kafka 1200, gateway 900",
+		"kafka 1200 ms, gateway 900 ms",
 		"**FAIL** (oversold 0, lost 1",
 	} {
 		if !strings.Contains(out, want) {

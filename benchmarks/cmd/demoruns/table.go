@@ -2,16 +2,18 @@ package main
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
+	"time"
+
+	"flashsale/benchmarks/report"
 )
 
 // table is the markdown table of every run, then each variant's min /
 // median / max of the figures that move from run to run.
 func table(runs []result, vs []variant) string {
 	var b strings.Builder
-	b.WriteString("| run | variant | load | last unit sold | all persisted | accepted p50 / p99 | publish → ack p50 / p99 | req/s | stack CPU / order | gateway CPU / order | CPU while selling (ms) | audit |\n")
+	b.WriteString("| run | variant | load | last unit sold | all persisted | accepted p50 / p99 | publish → ack p50 / p99 | req/s | stack CPU / order | gateway CPU / order | CPU while selling | audit |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for i, r := range runs {
 		acc := r.Latency["accepted"]
@@ -48,22 +50,14 @@ func verdict(r result) string {
 		r.Audit.Oversold, r.Audit.Lost, r.Audit.Duplicates, r.Audit.StockConserved)
 }
 
-// cpuByComponent lists the components' CPU, the largest first.
+// cpuByComponent lists the components' CPU, the largest first, as the
+// benchmark's table does.
 func cpuByComponent(ms map[string]float64) string {
-	names := slices.SortedFunc(maps.Keys(ms), func(a, b string) int {
-		if ms[a] != ms[b] {
-			if ms[a] > ms[b] {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
-	parts := make([]string, 0, len(names))
-	for _, n := range names {
-		parts = append(parts, fmt.Sprintf("%s %.0f", n, ms[n]))
+	cpu := make(map[string]time.Duration, len(ms))
+	for n, v := range ms {
+		cpu[n] = time.Duration(v * float64(time.Millisecond))
 	}
-	return strings.Join(parts, ", ")
+	return report.ComponentsCPU(cpu)
 }
 
 // spread is the minimum, median and maximum of xs (zeros when empty).
