@@ -5,7 +5,8 @@
 #   DEMO_ITEMS (default 1), DEMO_ARGS extra loadtest flags, DEMO_OUT the
 #   report's directory (default loadtest/out), DEMO_GATEWAYS
 #   gateway processes sharing port 8080 through SO_REUSEPORT (default 1; 2
-#   with FLASHSALE_CLUSTER=1).
+#   with FLASHSALE_CLUSTER=1), DEMO_PROFILE a directory for each service's
+#   CPU profile (gateway-0.pprof, ordersvc-0.pprof, ...; default none).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 stack="${FLASHSALE_STACK_DIR:-$root/.stack}"
@@ -41,11 +42,14 @@ case "${FLASHSALE_CLUSTER:-${FLASHSALE_REDIS_CLUSTER:-0}}" in
 esac
 
 gateways="${DEMO_GATEWAYS:-$instances}"
+# profile NAME: the FLASHSALE_CPU_PROFILE setting of service NAME.
+profile() { [[ -z "${DEMO_PROFILE:-}" ]] || echo "FLASHSALE_CPU_PROFILE=$DEMO_PROFILE/$1.pprof"; }
+[[ -z "${DEMO_PROFILE:-}" ]] || mkdir -p "$DEMO_PROFILE"
 # Their admin ports, 8081, 8083, 8085, 8087, stop below the order services' (8091).
 [[ "$gateways" =~ ^[1-4]$ ]] || { echo "demo: DEMO_GATEWAYS=$gateways: want 1 to 4 gateway processes" >&2; exit 2; }
 echo "demo: starting $instances ordersvc and $gateways gateway (logs in $stack/logs; Redis ${FLASHSALE_REDIS_ADDR:-127.0.0.1:$FLASHSALE_REDIS_PORT}; Kafka ${FLASHSALE_KAFKA_BROKERS:-127.0.0.1:$FLASHSALE_KAFKA_PORT})"
 for i in $(seq 0 $((instances - 1))); do
-	start_service "$stack/logs/ordersvc-$i.log" env FLASHSALE_ORDERSVC_ADDR="127.0.0.1:$((8090 + 2 * i))" \
+	start_service "$stack/logs/ordersvc-$i.log" env $(profile "ordersvc-$i") FLASHSALE_ORDERSVC_ADDR="127.0.0.1:$((8090 + 2 * i))" \
 		FLASHSALE_ORDERSVC_ADMIN_ADDR="127.0.0.1:$((8091 + 2 * i))" "$bin/ordersvc" serve
 	wait_ready ordersvc "http://127.0.0.1:$((8091 + 2 * i))/readyz" "$stack/logs/ordersvc-$i.log"
 done
@@ -58,7 +62,7 @@ fi
 # The load generator plays the load balancer: it reports each shopper's
 # address in X-Forwarded-For, which the gateway believes only from loopback.
 for i in $(seq 0 $((gateways - 1))); do
-	start_service "$stack/logs/gateway-$i.log" env FLASHSALE_CATALOG_REFRESH=200ms FLASHSALE_TRUSTED_PROXIES=127.0.0.1/32 \
+	start_service "$stack/logs/gateway-$i.log" env $(profile "gateway-$i") FLASHSALE_CATALOG_REFRESH=200ms FLASHSALE_TRUSTED_PROXIES=127.0.0.1/32 \
 		FLASHSALE_REUSEPORT="$((gateways > 1))" FLASHSALE_GATEWAY_ADMIN_ADDR="127.0.0.1:$((8081 + 2 * i))" "$bin/gateway"
 	wait_ready gateway "http://127.0.0.1:$((8081 + 2 * i))/readyz" "$stack/logs/gateway-$i.log"
 done

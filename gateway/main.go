@@ -18,6 +18,7 @@ import (
 	"flashsale/gateway/internal/config"
 	pkgconfig "flashsale/pkg/config"
 	"flashsale/pkg/logging"
+	"flashsale/pkg/profiling"
 )
 
 func main() {
@@ -68,6 +69,15 @@ func run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr i
 		return err
 	}
 	log := logging.New(stderr, cfg.Log, "gateway")
+	stopProfile, err := profiling.Start(cfg.Profile)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := stopProfile(); err != nil {
+			log.Error("cpu profile not written", "err", err)
+		}
+	}()
 	g, err := app.New(ctx, cfg, log)
 	if err != nil {
 		return err

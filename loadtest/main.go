@@ -17,6 +17,7 @@ import (
 
 	"flashsale/loadtest/internal/run"
 	"flashsale/pkg/config"
+	"flashsale/pkg/profiling"
 )
 
 func main() {
@@ -40,7 +41,7 @@ func runMain(ctx context.Context, args []string, env config.Env, stdout, stderr 
 		fs.PrintDefaults()
 	}
 	// The secrets' flags default to nothing, so that -h never prints one.
-	var adminToken, jwtKey string
+	var adminToken, jwtKey, cpuProfile string
 	fs.StringVar(&o.GatewayURL, "gateway", o.GatewayURL, "gateway base URL")
 	fs.StringVar(&o.GatewayAdminURL, "gateway-admin", o.GatewayAdminURL, "gateway admin base URL, for its peak memory (empty: skip)")
 	fs.StringVar(&o.AdminURL, "admin", o.AdminURL, "order service admin base URL")
@@ -68,6 +69,7 @@ func runMain(ctx context.Context, args []string, env config.Env, stdout, stderr 
 	fs.IntVar(&o.PollSample, "poll-sample", o.PollSample, "accepted orders checked through the polling endpoint")
 	fs.StringVar(&o.OutDir, "out", o.OutDir, "directory for results.bin, report.json and plot.html")
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow targets that are not loopback")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the generator's own CPU profile to this file (go tool pprof)")
 	redactDefault(fs.Lookup("pg"))
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -88,7 +90,14 @@ func runMain(ctx context.Context, args []string, env config.Env, stdout, stderr 
 		o.JWTKey = []byte(jwtKey)
 	}
 	sayDatabase(stderr, o.PostgresDSN)
-	_, err := run.Run(ctx, o, stdout, stderr)
+	stopProfile, err := profiling.Start(profiling.Config{CPUProfile: cpuProfile})
+	if err != nil {
+		return err
+	}
+	_, err = run.Run(ctx, o, stdout, stderr)
+	if perr := stopProfile(); perr != nil {
+		fmt.Fprintln(stderr, "loadtest:", perr)
+	}
 	if errors.Is(err, run.ErrAuditFailed) {
 		return fmt.Errorf("the audit found broken invariants (see the report above)")
 	}

@@ -54,6 +54,7 @@ var known = map[string]variable{
 	"FLASHSALE_SHUTDOWN_TIMEOUT":    {readers: services},
 	"FLASHSALE_LOG_LEVEL":           {readers: services},
 	"FLASHSALE_LOG_FORMAT":          {readers: services},
+	"FLASHSALE_CPU_PROFILE":         {readers: services},
 	// The HTTP listeners (pkg/httpserver).
 	"FLASHSALE_READ_TIMEOUT":  {readers: services},
 	"FLASHSALE_WRITE_TIMEOUT": {readers: services},
@@ -76,6 +77,7 @@ var known = map[string]variable{
 	"FLASHSALE_GATEWAY_ADMIN_ADDR":      {readers: Gateway},
 	"FLASHSALE_REUSEPORT":               {readers: Gateway},
 	"FLASHSALE_REDIS_TIMEOUT":           {readers: Gateway},
+	"FLASHSALE_REDIS_FLUSH_DELAY":       {readers: Gateway},
 	"FLASHSALE_PUBLISH_TIMEOUT":         {readers: Gateway},
 	"FLASHSALE_PUBLISH_LINGER":          {readers: Gateway},
 	"FLASHSALE_PUBLISH_FAIL_FAST_AFTER": {readers: Gateway},

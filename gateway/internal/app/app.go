@@ -104,6 +104,7 @@ func (g *Gateway) dialClients(ctx context.Context) error {
 		ConnWriteTimeout:  g.cfg.RedisTimeout,
 		Dialer:            net.Dialer{Timeout: g.cfg.RedisTimeout},
 		PipelineMultiplex: 2,
+		MaxFlushDelay:     g.cfg.RedisFlushDelay,
 	})
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"flashsale/pkg/httpserver"
 	"flashsale/pkg/kafkaconf"
 	"flashsale/pkg/logging"
+	"flashsale/pkg/profiling"
 	"flashsale/pkg/redisconn"
 	"flashsale/pkg/secret"
 )
@@ -76,8 +77,12 @@ type Config struct {
 
 	RedisAddr    string
 	RedisTimeout time.Duration // bound of one Redis call on the purchase path
-	KafkaBrokers string
-	OrdersTopic  string
+	// RedisFlushDelay is how long a Redis connection waits for more
+	// commands before it writes (rueidis MaxFlushDelay): fewer, larger
+	// writes for both sides under load, at most this much added latency.
+	RedisFlushDelay time.Duration
+	KafkaBrokers    string
+	OrdersTopic     string
 	// PublishTimeout bounds the wait for the broker's acknowledgement.
 	PublishTimeout time.Duration
 	PublishLinger  time.Duration
@@ -130,6 +135,7 @@ type Config struct {
 	MaxBodyBytes    int
 	ShutdownTimeout time.Duration
 	Log             logging.Config
+	Profile         profiling.Config // FLASHSALE_CPU_PROFILE
 }
 
 // HTTP is the listeners' configuration (both listeners share it).
@@ -148,6 +154,7 @@ func Load(env pkgconfig.Env) (Config, error) {
 		AdminAddr:            s.String("FLASHSALE_GATEWAY_ADMIN_ADDR", "127.0.0.1:8081"),
 		RedisAddr:            s.String("FLASHSALE_REDIS_ADDR", "127.0.0.1:16379"),
 		RedisTimeout:         s.Duration("FLASHSALE_REDIS_TIMEOUT", time.Second),
+		RedisFlushDelay:      s.Duration("FLASHSALE_REDIS_FLUSH_DELAY", 100*time.Microsecond),
 		KafkaBrokers:         s.String("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:19092"),
 		OrdersTopic:          s.String("FLASHSALE_ORDERS_TOPIC", "flash-sale-orders"),
 		PublishTimeout:       s.Duration("FLASHSALE_PUBLISH_TIMEOUT", 3*time.Second),
@@ -185,6 +192,7 @@ func Load(env pkgconfig.Env) (Config, error) {
 		MaxBodyBytes:         s.Int("FLASHSALE_MAX_BODY_BYTES", 4096),
 		ShutdownTimeout:      s.Duration("FLASHSALE_SHUTDOWN_TIMEOUT", 15*time.Second),
 		Log:                  logging.Load(s),
+		Profile:              profiling.Load(s),
 	}
 	s.RejectUnknown()
 	errs := []error{s.Err(), c.validate()}
@@ -213,6 +221,7 @@ func (c Config) validate() error {
 	need(len(c.GateKey) >= 32, "FLASHSALE_GATE_KEY", "missing or shorter than 32 bytes (or set FLASHSALE_GATE_KEY_FILE)")
 	need(len(c.AdminToken) >= 16, "FLASHSALE_ADMIN_TOKEN", "missing or shorter than 16 bytes (or set FLASHSALE_ADMIN_TOKEN_FILE)")
 	need(c.RedisTimeout > 0, "FLASHSALE_REDIS_TIMEOUT", "must be positive")
+	need(c.RedisFlushDelay >= 0 && c.RedisFlushDelay <= time.Millisecond, "FLASHSALE_REDIS_FLUSH_DELAY", "must be between 0 and 1ms")
 	need(c.SettleTimeout >= 10*time.Millisecond, "FLASHSALE_SETTLE_TIMEOUT", "must be at least 10ms")
 	need(c.PublishTimeout >= 100*time.Millisecond, "FLASHSALE_PUBLISH_TIMEOUT", "must be at least 100ms")
 	need(c.PublishLinger >= 0, "FLASHSALE_PUBLISH_LINGER", "must not be negative")

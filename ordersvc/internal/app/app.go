@@ -20,6 +20,7 @@ import (
 	"flashsale/ordersvc/internal/store"
 	pkgconfig "flashsale/pkg/config"
 	"flashsale/pkg/logging"
+	"flashsale/pkg/profiling"
 	"flashsale/pkg/redisconn"
 	"flashsale/pkg/stock"
 )
@@ -114,6 +115,15 @@ func Run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr i
 func defineServe(*flag.FlagSet) action {
 	return func(ctx context.Context, cfg config.Config, _, stderr io.Writer) error {
 		log := logging.New(stderr, cfg.Log, "ordersvc")
+		stopProfile, err := profiling.Start(cfg.Profile)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := stopProfile(); err != nil {
+				log.Error("cpu profile not written", "err", err)
+			}
+		}()
 		return Serve(ctx, cfg, log)
 	}
 }

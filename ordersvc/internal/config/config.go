@@ -15,6 +15,7 @@ import (
 	"flashsale/pkg/httpserver"
 	"flashsale/pkg/kafkaconf"
 	"flashsale/pkg/logging"
+	"flashsale/pkg/profiling"
 	"flashsale/pkg/redisconn"
 	"flashsale/pkg/secret"
 )
@@ -78,7 +79,8 @@ type Config struct {
 	AbandonInterval time.Duration
 	// FLASHSALE_PAYMENT_WEBHOOK_SECRET or _FILE; empty: no webhook endpoint
 	PaymentWebhookSecret Secret
-	Log                  logging.Config // FLASHSALE_LOG_FORMAT, FLASHSALE_LOG_LEVEL
+	Log                  logging.Config   // FLASHSALE_LOG_FORMAT, FLASHSALE_LOG_LEVEL
+	Profile              profiling.Config // FLASHSALE_CPU_PROFILE
 	// KafkaSecurity is TLS and SASL towards the brokers, for every Kafka
 	// client of the service. FLASHSALE_KAFKA_SECURITY_PROTOCOL etc.
 	KafkaSecurity kafkaconf.Security
@@ -134,6 +136,7 @@ func Load(env pkgconfig.Env, mode Mode) (Config, error) {
 		PGDSNDefault:         !src.IsSet("FLASHSALE_PG_DSN"),
 	}
 	c.Log = logging.Load(src)
+	c.Profile = profiling.Load(src)
 	c.KafkaSecurity = kafkaconf.Load(src)
 	c.PublicHTTP, c.AdminHTTP = loadHTTP(src)
 	src.RejectUnknown()
