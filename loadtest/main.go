@@ -65,6 +65,7 @@ func runMain(ctx context.Context, args []string, env config.Env, stdout, stderr 
 	fs.Int64Var(&o.AdmissionRate, "admission-rate", o.AdmissionRate, "with -queue: shoppers admitted per second")
 	fs.Float64Var(&o.PayShare, "pay-share", 0, "fraction of winners who pay (the rest expire)")
 	fs.DurationVar(&o.OpenIn, "open-in", o.OpenIn, "the sale opens this long after setup")
+	fs.DurationVar(&o.QuietWait, "quiet-wait", o.QuietWait, "bound on waiting, before the sale, for the order service to expire what earlier sales left due (0: do not wait)")
 	fs.DurationVar(&o.PersistTimeout, "persist-timeout", o.PersistTimeout, "bound on waiting for accepted orders to be persisted")
 	fs.IntVar(&o.PollSample, "poll-sample", o.PollSample, "accepted orders checked through the polling endpoint")
 	fs.StringVar(&o.OutDir, "out", o.OutDir, "directory for results.bin, report.json and plot.html")

@@ -47,7 +47,10 @@ type Options struct {
 	// PayShare is the fraction of winners who pay; the rest are left to expire.
 	PayShare float64
 
-	OpenIn         time.Duration // the sale opens this long after setup
+	OpenIn time.Duration // the sale opens this long after setup
+	// QuietWait bounds the wait, before the sale is created, for the order
+	// service to work off what earlier sales left due (see waitQuiet).
+	QuietWait      time.Duration
 	PersistTimeout time.Duration // bound on waiting for orders to reach PostgreSQL
 	PollSample     int           // orders checked through the polling endpoint
 	OutDir         string
@@ -62,7 +65,7 @@ func Defaults() Options {
 		Users: 500_000, Stock: 10_000, Items: 1,
 		Profile: "herd", Rate: 0, Duration: 60 * time.Second, Connections: 256, Workers: 64, MaxWorkers: 256,
 		AdmissionRate: 5000,
-		Timeout:       10 * time.Second, OpenIn: 3 * time.Second, PersistTimeout: 60 * time.Second, PollSample: 1000,
+		Timeout:       10 * time.Second, OpenIn: 3 * time.Second, QuietWait: time.Minute, PersistTimeout: 60 * time.Second, PollSample: 1000,
 		OutDir: "loadtest/out",
 	}
 }
@@ -105,6 +108,7 @@ func (o Options) Validate() error {
 	bad(o.PayShare >= 0 && o.PayShare <= 1, "-pay-share must be between 0 and 1")
 	bad(o.Duration > 0, "-duration must be positive: every attack stops by itself")
 	bad(o.Connections > 0, "-connections must be positive")
+	bad(o.QuietWait >= 0, "-quiet-wait must not be negative")
 	bad(o.MaxWorkers > 0 && o.Workers > 0, "-workers and -max-workers must be positive")
 	for _, u := range []string{o.GatewayURL, o.AdminURL} {
 		if err := checkTarget(u, o.AllowRemote); err != nil {

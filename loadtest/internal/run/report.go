@@ -80,6 +80,9 @@ func writeHuman(w io.Writer, r Report) {
 		fmt.Fprintf(&b, "CPU while selling:       %s ms; stack %.0f µs per order (gateway %.0f µs)\n",
 			strings.Join(parts, ", "), r.StackCPUPerOrderUs, r.GatewayCPUPerOrderUs)
 	}
+	if r.BacklogAtStart > 0 {
+		fmt.Fprintf(&b, "earlier sales' backlog:  %d orders and releases were still due at the start; the order service worked on them during this sale (raise -quiet-wait)\n", r.BacklogAtStart)
+	}
 	if r.PublishAckMs.P50 >= 0 {
 		fmt.Fprintf(&b, "publish → broker ack:    p50 %.2f ms, p99 %.2f ms (gateway's histogram)\n", r.PublishAckMs.P50, r.PublishAckMs.P99)
 	}

@@ -40,7 +40,11 @@ type Report struct {
 	RPS        float64        `json:"requests_per_second"`
 	SellOutMs  int64          `json:"sell_out_ms"` // first request to last unit sold; -1 if not sold out
 	PersistMs  int64          `json:"persist_ms"`  // first request to every accepted order in PostgreSQL; -1 if not
-	Polled     map[string]int `json:"polled"`      // statuses seen through the polling endpoint
+	// BacklogAtStart is what earlier sales still had due (orders to expire,
+	// releases to apply) when this one was created: 0 on a quiet stack;
+	// otherwise the order service worked on it during this sale.
+	BacklogAtStart int64          `json:"backlog_at_start"`
+	Polled         map[string]int `json:"polled"` // statuses seen through the polling endpoint
 	// Paid is how many winners paid (-pay-share); the rest are left to expire.
 	Paid int `json:"paid"`
 	// GatewayPeakRSSMiB is the gateway's peak resident memory (-1 unknown).
@@ -92,6 +96,9 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 	}
 	defer c.close()
 
+	if rep.BacklogAtStart, err = waitQuiet(ctx, backlog(c.pool), o.QuietWait, 500*time.Millisecond, progress); err != nil {
+		return rep, err
+	}
 	s, err := prepareSale(ctx, o, c.api, progress)
 	rep.SaleID = s.id // known once created, even when loading its stock failed
 	if err != nil {

@@ -23,6 +23,7 @@ func TestSmallSaleEndToEnd(t *testing.T) {
 	o.Users, o.Stock, o.Items = 3000, 300, 2
 	o.Connections, o.Workers, o.MaxWorkers = 32, 16, 32
 	o.Duration, o.OpenIn, o.PersistTimeout = 60*time.Second, time.Second, 30*time.Second
+	o.QuietWait = 2 * time.Second // the test database may hold other tests' due orders
 	o.PollSample = 300
 	o.OutDir = t.TempDir()
 
@@ -69,6 +70,7 @@ func TestQueuedSaleEndToEnd(t *testing.T) {
 	o.Queue, o.AdmissionRate, o.PayShare = true, 400, 0.5
 	o.Connections, o.Workers, o.MaxWorkers = 32, 16, 32
 	o.Duration, o.OpenIn, o.PersistTimeout = 30*time.Second, 4*time.Second, 30*time.Second
+	o.QuietWait = 2 * time.Second
 	o.OutDir = t.TempDir()
 	var out bytes.Buffer
 	rep, err := Run(testenv.Context(t), o, &out, io.Discard)
