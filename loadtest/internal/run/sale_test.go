@@ -35,7 +35,7 @@ func TestNewSaleSpreadsStock(t *testing.T) {
 					break
 				}
 			}
-			if !ns.EndsAt.Equal(opens.Add(time.Hour)) || ns.Queue != nil {
+			if !ns.EndsAt.Equal(opens.Add(saleLength)) || ns.Queue != nil {
 				t.Errorf("sale %+v: want an hour from the opening, no queue", ns)
 			}
 		})
