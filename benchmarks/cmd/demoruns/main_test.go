@@ -53,11 +53,13 @@ func TestTableSummarisesEachVariant(t *testing.T) {
 		return r
 	}
 	runs := []result{mk("a", 2000, 2050, 100, 400, 0), mk("a", 3000, 3020, 300, 500, 0), mk("a", 2500, 2600, 200, 450, 1), mk("b", 1500, 1510, 50, 300, 0)}
+	runs[1].Backlog = 8500
 	out := table(runs, []variant{{label: "a"}, {label: "b"}})
 	for _, want := range []string{
 		"| a | 3 | 2,000 / 2,500 / 3,000 ms | +50 ms | 200 ms | 450 µs |",
 		"| b | 1 | 1,500 / 1,500 / 1,500 ms | +10 ms | 50 ms | 300 µs |",
-		"kafka 1200 ms, gateway 900 ms",
+		"kafka 1200 ms, gateway 900 ms | 8500 | pass |",
+		"kafka 1200 ms, gateway 900 ms | 0 | pass |",
 		"**FAIL** (oversold 0, lost 1",
 	} {
 		if !strings.Contains(out, want) {

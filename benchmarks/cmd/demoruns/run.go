@@ -18,8 +18,11 @@ type result struct {
 	load      float64 // 1-minute load average before the run
 	SellOutMs int64   `json:"sell_out_ms"`
 	PersistMs int64   `json:"persist_ms"`
-	RPS       float64 `json:"requests_per_second"`
-	Latency   map[string]struct {
+	// Backlog is what earlier sales still had due at the start (the
+	// loadtest waits for the order service to work it off, up to a bound).
+	Backlog int64   `json:"backlog_at_start"`
+	RPS     float64 `json:"requests_per_second"`
+	Latency map[string]struct {
 		P50 float64 `json:"p50"`
 		P99 float64 `json:"p99"`
 	} `json:"latency_ms"`
