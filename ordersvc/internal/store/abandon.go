@@ -62,7 +62,7 @@ func (s *Store) Abandon(ctx context.Context, orders []Abandoned) ([]uuid.UUID, e
 	for i, o := range orders {
 		ids[i], sales[i], items[i], users[i], placed[i] = o.OrderID, o.SaleID, o.ItemID, o.UserID, o.PlacedAt
 	}
-	rows, err := s.pool.Query(ctx, sqlAbandon, ids, sales, items, users, placed, event.RejectAbandoned, ReasonAbandoned)
+	rows, err := s.pool.Query(ctx, sqlAbandon, uuidArray(ids), sales, items, users, placed, event.RejectAbandoned, ReasonAbandoned)
 	if err != nil {
 		return nil, fmt.Errorf("abandon %d reservations: %w", n, err)
 	}

@@ -282,7 +282,7 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) (Expired, error) {
 		if rerr := sp.Rollback(ctx); rerr != nil || !isCheckViolation(err) {
 			return errors.Join(err, rerr)
 		}
-		if res.SoldDrift, err = collectInt64s(tx.Query(ctx, sqlDrift, ids)); err != nil {
+		if res.SoldDrift, err = collectInt64s(tx.Query(ctx, sqlDrift, uuidArray(ids))); err != nil {
 			return fmt.Errorf("find drifted counters: %w", err)
 		}
 		res.IDs, err = expire(ctx, tx, sqlExpireClamped, ids)
@@ -295,7 +295,7 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) (Expired, error) {
 }
 
 func expire(ctx context.Context, tx pgx.Tx, q string, ids []uuid.UUID) ([]uuid.UUID, error) {
-	rows, err := tx.Query(ctx, q, ids)
+	rows, err := tx.Query(ctx, q, uuidArray(ids))
 	if err != nil {
 		return nil, fmt.Errorf("expire: %w", err)
 	}

@@ -47,7 +47,7 @@ func (s *Store) DrainReleases(ctx context.Context, orderIDs []uuid.UUID, limit i
 				WHERE released_at IS NULL AND order_id = ANY($1::uuid[])
 				ORDER BY created_at
 				LIMIT $2
-				FOR UPDATE SKIP LOCKED`, orderIDs, limit)
+				FOR UPDATE SKIP LOCKED`, uuidArray(orderIDs), limit)
 		} else {
 			rows, err = tx.Query(ctx, `
 				SELECT order_id, sale_id, item_id, user_id, reason FROM stock_release
@@ -87,7 +87,7 @@ func (s *Store) DrainReleases(ctx context.Context, orderIDs []uuid.UUID, limit i
 		if _, err := tx.Exec(ctx, `
 			UPDATE stock_release r SET released_at = now(), outcome = v.outcome
 			FROM unnest($1::uuid[], $2::text[]) AS v(order_id, outcome)
-			WHERE r.order_id = v.order_id`, ids, outs); err != nil {
+			WHERE r.order_id = v.order_id`, uuidArray(ids), outs); err != nil {
 			return fmt.Errorf("mark released: %w", err)
 		}
 		return nil

@@ -214,7 +214,7 @@ func precheck(ctx context.Context, tx pgx.Tx, events []event.OrderPlaced, uniq [
 
 	b := &pgx.Batch{}
 	b.Queue(sqlLockItems, itemIDs)
-	b.Queue(sqlExisting, orderIDs)
+	b.Queue(sqlExisting, uuidArray(orderIDs))
 	b.Queue(sqlActive, pairSales, pairUsers)
 	br := tx.SendBatch(ctx, b)
 	pc, err := readPrechecks(br, len(itemIDs), len(uniq))
@@ -325,7 +325,7 @@ func (p *batchPlan) len() int { return len(p.ids) }
 
 // args are sqlInsert's parameters $1 to $8, in order.
 func (p *batchPlan) args() []any {
-	return []any{p.ids, p.sales, p.items, p.users, p.statuses, p.createdAts, p.expiresAts, p.reasons}
+	return []any{uuidArray(p.ids), p.sales, p.items, p.users, p.statuses, p.createdAts, p.expiresAts, p.reasons}
 }
 
 // markLost marks as Duplicate, in out, the planned rows that the INSERT

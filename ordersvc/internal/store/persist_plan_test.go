@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"flashsale/pkg/event"
 )
@@ -111,7 +112,7 @@ func TestPlanBatch(t *testing.T) {
 	}
 	plan := pc.plan(events, uniq, out)
 	want := []any{
-		[]uuid.UUID{a, b},
+		[]pgtype.UUID{{Bytes: a, Valid: true}, {Bytes: b, Valid: true}},
 		[]int64{1, 1},
 		[]int64{10, 10},
 		[]string{"u1", "u1"},

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -19,4 +22,18 @@ func collect[T any](ctx context.Context, tx pgx.Tx, what string, scan pgx.RowToF
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
+}
+
+// uuidArray is ids as pgx encodes a uuid[] parameter directly. Handed
+// []uuid.UUID it tries, for every element, encode plans that fail (each
+// failure formatted as an error) before it falls back to the id's text
+// through database/sql's Valuer: 1.4 ms and 10,000 allocations for 500 ids
+// against 0.07 ms and 519 (BenchmarkUUIDArray). The consumer encodes every
+// batch's ids twice, the expiry sweep and the relay once a batch.
+func uuidArray(ids []uuid.UUID) []pgtype.UUID {
+	out := make([]pgtype.UUID, len(ids))
+	for i, id := range ids {
+		out[i] = pgtype.UUID{Bytes: id, Valid: true}
+	}
+	return out
 }

@@ -82,7 +82,7 @@ func (s *Store) HeldOrders(ctx context.Context, saleID int64, ids []uuid.UUID) (
 	rows, err := s.pool.Query(ctx, `
 		SELECT o.id, o.user_id, o.item_id, o.status, r.order_id IS NOT NULL AND r.released_at IS NULL
 		FROM flash_sale_order o LEFT JOIN stock_release r ON r.order_id = o.id
-		WHERE o.id = ANY($1::uuid[]) AND o.sale_id = $2`, ids, saleID)
+		WHERE o.id = ANY($1::uuid[]) AND o.sale_id = $2`, uuidArray(ids), saleID)
 	if err != nil {
 		return nil, fmt.Errorf("read held orders of sale %d: %w", saleID, err)
 	}
