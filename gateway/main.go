@@ -69,15 +69,11 @@ func run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr i
 		return err
 	}
 	log := logging.New(stderr, cfg.Log, "gateway")
-	stopProfile, err := profiling.Start(cfg.Profile)
+	stopProfile, err := profiling.StartLogged(cfg.Profile, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := stopProfile(); err != nil {
-			log.Error("cpu profile not written", "err", err)
-		}
-	}()
+	defer stopProfile()
 	g, err := app.New(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ package profiling
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -44,5 +45,20 @@ func Start(c Config) (stop func() error, err error) {
 			return fmt.Errorf("cpu profile %s: %w", c.CPUProfile, err)
 		}
 		return nil
+	}, nil
+}
+
+// StartLogged is Start for a service: the returned stop logs a profile it
+// could not write instead of returning the error (at shutdown nobody is
+// left to hand it to).
+func StartLogged(c Config, log *slog.Logger) (stop func(), err error) {
+	stopErr, err := Start(c)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		if err := stopErr(); err != nil {
+			log.Error("cpu profile not written", "err", err)
+		}
 	}, nil
 }

@@ -1,6 +1,8 @@
 package profiling
 
 import (
+	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,6 +45,22 @@ func TestStartWithoutAPathDoesNothing(t *testing.T) {
 
 func TestStartReportsAnUnwritablePath(t *testing.T) {
 	if _, err := Start(Config{CPUProfile: filepath.Join(t.TempDir(), "missing", "cpu.pprof")}); err == nil {
+		t.Fatal("no error for a path in a missing directory")
+	}
+}
+
+func TestStartLoggedLogsAProfileItCouldNotWrite(t *testing.T) {
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	stop, err := StartLogged(Config{CPUProfile: filepath.Join(dir, "cpu.pprof")}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if logs.Len() != 0 {
+		t.Fatalf("a written profile logged %q", logs.String())
+	}
+	if _, err := StartLogged(Config{CPUProfile: filepath.Join(dir, "missing", "cpu.pprof")}, slog.New(slog.NewTextHandler(&logs, nil))); err == nil {
 		t.Fatal("no error for a path in a missing directory")
 	}
 }

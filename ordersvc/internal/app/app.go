@@ -115,15 +115,11 @@ func Run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr i
 func defineServe(*flag.FlagSet) action {
 	return func(ctx context.Context, cfg config.Config, _, stderr io.Writer) error {
 		log := logging.New(stderr, cfg.Log, "ordersvc")
-		stopProfile, err := profiling.Start(cfg.Profile)
+		stopProfile, err := profiling.StartLogged(cfg.Profile, log)
 		if err != nil {
 			return err
 		}
-		defer func() {
-			if err := stopProfile(); err != nil {
-				log.Error("cpu profile not written", "err", err)
-			}
-		}()
+		defer stopProfile()
 		return Serve(ctx, cfg, log)
 	}
 }
