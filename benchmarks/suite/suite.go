@@ -24,6 +24,7 @@ import (
 	"flashsale/pkg/stock"
 	"flashsale/tools/crowd"
 	"flashsale/tools/proccpu"
+	"flashsale/tools/quiet"
 )
 
 // Options of a run.
@@ -56,6 +57,9 @@ type Options struct {
 	// PersistBound bounds the wait for the gateway's accepted orders to
 	// reach PostgreSQL.
 	PersistBound time.Duration
+	// QuietWait bounds the wait, before each selling step, for the order
+	// service to expire what earlier sales have falling due (tools/quiet).
+	QuietWait time.Duration
 	// Only restricts the run to these "scenario/target" pairs; empty: all.
 	Only []string
 }
@@ -94,6 +98,7 @@ func (o Options) Validate() error {
 	bad(o.Timeout > 0, "-timeout must be positive")
 	bad(o.PGConns > 0, "-pg-conns must be positive")
 	bad(o.PersistBound > 0, "-persist-bound must be positive")
+	bad(o.QuietWait >= 0, "-quiet-wait must not be negative")
 	for _, s := range o.Only {
 		bad(slices.Contains(Steps(), s), "-only %q: want some of %s", s, strings.Join(Steps(), ","))
 	}
@@ -316,6 +321,9 @@ func (r *runner) soldOut(ctx context.Context, targets []string) ([]report.Row, e
 // its store holds afterwards.
 func (r *runner) selling(ctx context.Context, target string) (report.Row, error) {
 	fmt.Fprintf(r.progress, "bench: == %s / %s\n", report.Selling, target)
+	if _, err := quiet.Wait(ctx, quiet.Backlog(r.pool), r.o.QuietWait, 500*time.Millisecond, r.progress); err != nil {
+		return report.Row{}, err
+	}
 	p, err := r.prepare(ctx, report.Selling, target, r.o.Stock)
 	if err != nil {
 		return report.Row{}, err

@@ -52,6 +52,7 @@ func run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr i
 		PGConns:      32,
 		Rounds:       3,
 		PersistBound: 30 * time.Second,
+		QuietWait:    time.Minute,
 	}
 	var only, outDir, machine string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -69,6 +70,7 @@ func run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr i
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "per-request timeout")
 	fs.IntVar(&o.PGConns, "pg-conns", o.PGConns, "PostgreSQL pool size of the pg-* baselines")
 	fs.DurationVar(&o.PersistBound, "persist-bound", o.PersistBound, "bound on waiting for the gateway's orders to reach PostgreSQL")
+	fs.DurationVar(&o.QuietWait, "quiet-wait", o.QuietWait, "bound on waiting, before each selling step, for the order service to expire what earlier sales left due (0: do not wait)")
 	fs.StringVar(&only, "only", "", "comma-separated steps to run (default all): "+strings.Join(suite.Steps(), ","))
 	fs.StringVar(&outDir, "out", "benchmarks/out", "directory for the table (.md) and the rows (.json)")
 	fs.StringVar(&o.ProfileDir, "baseline-profile", "", "directory where each baseline writes a CPU profile (go tool pprof)")

@@ -49,7 +49,7 @@ type Options struct {
 
 	OpenIn time.Duration // the sale opens this long after setup
 	// QuietWait bounds the wait, before the sale is created, for the order
-	// service to work off what earlier sales left due (see waitQuiet).
+	// service to work off what earlier sales left due (see tools/quiet).
 	QuietWait      time.Duration
 	PersistTimeout time.Duration // bound on waiting for orders to reach PostgreSQL
 	PollSample     int           // orders checked through the polling endpoint

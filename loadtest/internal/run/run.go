@@ -26,6 +26,7 @@ import (
 	"flashsale/tools/crowd"
 	"flashsale/tools/outcome"
 	"flashsale/tools/proccpu"
+	"flashsale/tools/quiet"
 	"flashsale/tools/stackapi"
 )
 
@@ -96,7 +97,7 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 	}
 	defer c.close()
 
-	if rep.BacklogAtStart, err = waitQuiet(ctx, backlog(c.pool), o.QuietWait, 500*time.Millisecond, progress); err != nil {
+	if rep.BacklogAtStart, err = quiet.Wait(ctx, quiet.Backlog(c.pool), o.QuietWait, 500*time.Millisecond, progress); err != nil {
 		return rep, err
 	}
 	s, err := prepareSale(ctx, o, c.api, progress)

@@ -1,4 +1,7 @@
-package run
+// Package quiet lets a load test start on a quiet stack: it waits until the
+// order service has worked off what earlier sales have falling due, so that
+// one sale's figures are not another sale's expiry.
+package quiet
 
 import (
 	"context"
@@ -9,10 +12,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// quietHorizon is how far ahead the backlog looks: orders falling due
+// Horizon is how far ahead the backlog looks: orders falling due
 // within it would expire while this run mints its crowd (a few seconds for
 // 500,000 shoppers), opens its sale (-open-in) and sells.
-const quietHorizon = 15 * time.Second
+const Horizon = 15 * time.Second
 
 // backlogSQL counts the work earlier sales leave the order service for the
 // coming seconds: PENDING orders whose payment window closes before now +
@@ -23,18 +26,18 @@ const backlogSQL = `SELECT
 	(SELECT count(*) FROM flash_sale_order WHERE status = 'PENDING' AND expires_at < now() + make_interval(secs => $1)) +
 	(SELECT count(*) FROM stock_release WHERE released_at IS NULL)`
 
-// backlog counts that work in the database of the run.
-func backlog(pool *pgxpool.Pool) func(context.Context) (int64, error) {
+// Backlog counts that work in pool's database.
+func Backlog(pool *pgxpool.Pool) func(context.Context) (int64, error) {
 	return func(ctx context.Context) (int64, error) {
 		var n int64
-		if err := pool.QueryRow(ctx, backlogSQL, quietHorizon.Seconds()).Scan(&n); err != nil {
+		if err := pool.QueryRow(ctx, backlogSQL, Horizon.Seconds()).Scan(&n); err != nil {
 			return 0, fmt.Errorf("count the earlier sales' backlog: %w", err)
 		}
 		return n, nil
 	}
 }
 
-// waitQuiet waits, up to bound, until count says the order service has
+// Wait waits, up to bound, until count says the order service has
 // worked off the backlog of earlier sales, so that expiring their orders
 // does not run during this sale and enter its figures. (Every demo leaves
 // 10,000 PENDING orders that expire ten minutes later, all within a second
@@ -42,7 +45,7 @@ func backlog(pool *pgxpool.Pool) func(context.Context) (int64, error) {
 // expired the first one's orders, and every component's CPU per order rose
 // by half or more.) It returns the backlog left when it stopped waiting; 0
 // is a quiet stack. bound 0 only counts.
-func waitQuiet(ctx context.Context, count func(context.Context) (int64, error), bound, poll time.Duration, progress io.Writer) (int64, error) {
+func Wait(ctx context.Context, count func(context.Context) (int64, error), bound, poll time.Duration, progress io.Writer) (int64, error) {
 	n, err := count(ctx)
 	if err != nil || n == 0 || bound == 0 {
 		return n, err
@@ -50,7 +53,7 @@ func waitQuiet(ctx context.Context, count func(context.Context) (int64, error), 
 	start := time.Now()
 	deadline := start.Add(bound)
 	fmt.Fprintf(progress, "quiet: %d orders and releases of earlier sales are due within %s; waiting up to %s for the order service to work them off (-quiet-wait)\n",
-		n, quietHorizon, bound)
+		n, Horizon, bound)
 	said := start
 	for time.Now().Before(deadline) {
 		select {

@@ -1,4 +1,4 @@
-package run
+package quiet
 
 import (
 	"context"
@@ -22,24 +22,24 @@ func counter(backlogs ...int64) (func(context.Context) (int64, error), *int) {
 	}, &calls
 }
 
-func TestWaitQuiet(t *testing.T) {
+func TestWait(t *testing.T) {
 	ctx := context.Background()
 	t.Run("quiet at once: one count, no wait", func(t *testing.T) {
 		count, calls := counter(0)
-		if n, err := waitQuiet(ctx, count, time.Minute, time.Millisecond, io.Discard); n != 0 || err != nil || *calls != 1 {
+		if n, err := Wait(ctx, count, time.Minute, time.Millisecond, io.Discard); n != 0 || err != nil || *calls != 1 {
 			t.Fatalf("backlog %d, err %v after %d counts; want 0, nil, 1", n, err, *calls)
 		}
 	})
 	t.Run("worked off while waiting", func(t *testing.T) {
 		count, calls := counter(900, 400, 0)
-		if n, err := waitQuiet(ctx, count, time.Minute, time.Millisecond, io.Discard); n != 0 || err != nil || *calls != 3 {
+		if n, err := Wait(ctx, count, time.Minute, time.Millisecond, io.Discard); n != 0 || err != nil || *calls != 3 {
 			t.Fatalf("backlog %d, err %v after %d counts; want 0, nil, 3", n, err, *calls)
 		}
 	})
 	t.Run("bound reached: what is left", func(t *testing.T) {
 		count, _ := counter(900, 700)
 		start := time.Now()
-		n, err := waitQuiet(ctx, count, 50*time.Millisecond, 5*time.Millisecond, io.Discard)
+		n, err := Wait(ctx, count, 50*time.Millisecond, 5*time.Millisecond, io.Discard)
 		if n != 700 || err != nil {
 			t.Fatalf("backlog %d, err %v; want 700, nil", n, err)
 		}
@@ -49,13 +49,13 @@ func TestWaitQuiet(t *testing.T) {
 	})
 	t.Run("bound 0 only counts", func(t *testing.T) {
 		count, calls := counter(900, 0)
-		if n, _ := waitQuiet(ctx, count, 0, time.Millisecond, io.Discard); n != 900 || *calls != 1 {
+		if n, _ := Wait(ctx, count, 0, time.Millisecond, io.Discard); n != 900 || *calls != 1 {
 			t.Fatalf("backlog %d after %d counts; want 900 after 1", n, *calls)
 		}
 	})
 	t.Run("count fails", func(t *testing.T) {
 		boom := errors.New("boom")
-		if _, err := waitQuiet(ctx, func(context.Context) (int64, error) { return 0, boom }, time.Minute, time.Millisecond, io.Discard); !errors.Is(err, boom) {
+		if _, err := Wait(ctx, func(context.Context) (int64, error) { return 0, boom }, time.Minute, time.Millisecond, io.Discard); !errors.Is(err, boom) {
 			t.Fatalf("err %v, want boom", err)
 		}
 	})
@@ -70,7 +70,7 @@ func TestBacklogQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if n, err := backlog(pool)(ctx); err != nil || n < 0 {
+	if n, err := Backlog(pool)(ctx); err != nil || n < 0 {
 		t.Fatalf("backlog %d, %v", n, err)
 	}
 }
