@@ -100,9 +100,9 @@ func (g *Gateway) build(ctx context.Context) error {
 func (g *Gateway) dialClients(ctx context.Context) error {
 	// One node or a cluster's seed list: redisconn lets rueidis pick the mode.
 	rc, err := redisconn.New(g.cfg.RedisAddr, rueidis.ClientOption{
-		DisableCache:      true,
-		ConnWriteTimeout:  g.cfg.RedisTimeout,
-		Dialer:            net.Dialer{Timeout: g.cfg.RedisTimeout},
+		DisableCache:     true,
+		ConnWriteTimeout: g.cfg.RedisTimeout,
+		Dialer:           net.Dialer{Timeout: g.cfg.RedisTimeout},
 		// One connection per Redis node: every purchase's commands are
 		// small, and one pipe gathers more of them per write. Against
 		// four connections (rueidis's multiplex 2) Redis used a third less
