@@ -19,9 +19,10 @@ func newClient(adminURL, gatewayURL, token string) *client {
 		HTTP: &http.Client{Timeout: 30 * time.Second}}}
 }
 
-// createSale creates a one-item sale that opens at startsAt and lasts an hour.
-func (c *client) createSale(ctx context.Context, name string, startsAt time.Time, quantity int) (adminapi.Sale, error) {
-	out, err := c.api.CreateSale(ctx, adminapi.NewSale{Name: name, StartsAt: startsAt, EndsAt: startsAt.Add(time.Hour), PaymentTTLSeconds: 600,
+// createSale creates a one-item sale that opens at startsAt and stays open
+// for length.
+func (c *client) createSale(ctx context.Context, name string, startsAt time.Time, length time.Duration, quantity int) (adminapi.Sale, error) {
+	out, err := c.api.CreateSale(ctx, adminapi.NewSale{Name: name, StartsAt: startsAt, EndsAt: startsAt.Add(length), PaymentTTLSeconds: 600,
 		Items: []adminapi.NewSaleItem{{ProductID: "bench-sku", Name: "Bench item", Price: "19.99", Quantity: int64(quantity)}}})
 	if err != nil {
 		return adminapi.Sale{}, err
