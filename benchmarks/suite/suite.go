@@ -225,15 +225,20 @@ func (p *prepared) close() {
 	}
 }
 
-// saleLength is how long a step's sale stays open: its attack (Bound) and
-// the wait for its orders to persist (PersistBound), with a margin, and not
-// the hour it was. An open sale costs the order service a pass over its
-// holders every abandon interval: a series of runs that left its
+// saleLength is how long a scenario's sale stays open: every attack it must
+// outlive, each bounded by Bound (a sold-out sale serves every round of
+// both targets), the wait for its orders to persist (PersistBound), and a
+// margin; not the hour it was. An open sale costs the order service a pass
+// over its holders every abandon interval: a series of runs that left its
 // 10,000-unit sales open for an hour had a fresh ordersvc spend half a
 // second of CPU on its first pass over them, beside the next run's selling
 // step.
-func (r *runner) saleLength() time.Duration {
-	return r.o.Bound + r.o.PersistBound + 2*time.Minute
+func (r *runner) saleLength(scenario string) time.Duration {
+	attacks := 1
+	if scenario == report.SoldOut {
+		attacks = 2 * r.o.Rounds
+	}
+	return time.Duration(attacks)*r.o.Bound + r.o.PersistBound + 2*time.Minute
 }
 
 // prepare creates the target's sale (quantity units, open now) and, for a
@@ -241,7 +246,7 @@ func (r *runner) saleLength() time.Duration {
 func (r *runner) prepare(ctx context.Context, scenario, target string, quantity int) (*prepared, error) {
 	p := &prepared{target: target, quantity: quantity}
 	if target != report.Bare {
-		sale, err := r.admin.createSale(ctx, r.prefix+" "+target+" "+scenario, time.Now().Add(-time.Second), r.saleLength(), quantity)
+		sale, err := r.admin.createSale(ctx, r.prefix+" "+target+" "+scenario, time.Now().Add(-time.Second), r.saleLength(scenario), quantity)
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"flashsale/benchmarks/report"
 )
 
 func validOptions() Options {
@@ -65,6 +67,25 @@ func TestKibToMiB(t *testing.T) {
 	for _, c := range cases {
 		if got := kibToMiB(c.in); got != c.want {
 			t.Errorf("kibToMiB(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// A sale outlives every attack on it and the wait for its orders, and is
+// not left open much longer: every open sale is a pass over its holders
+// for the order service.
+func TestSaleLength(t *testing.T) {
+	o := validOptions()
+	o.Bound, o.PersistBound, o.Rounds = time.Minute, 30*time.Second, 3
+	r := &runner{o: o}
+	for _, c := range []struct {
+		scenario string
+		attacks  int
+	}{{report.Selling, 1}, {report.SoldOut, 2 * o.Rounds}} {
+		got := r.saleLength(c.scenario)
+		least := time.Duration(c.attacks)*o.Bound + o.PersistBound
+		if got < least || got > least+5*time.Minute {
+			t.Errorf("%s: sale open %v, want at least %v (%d attacks and the persist wait) and not much more", c.scenario, got, least, c.attacks)
 		}
 	}
 }
