@@ -252,6 +252,10 @@ func testShardedReconcileRepair(t *testing.T, c rueidis.Client) {
 		t.Errorf("after the repair: %d left, %d holders, %d reserved; want left + reserved = %d and holders = reserved",
 			left, len(holders), reserved.Load(), units)
 	}
+	// The count sums every shard's holders.
+	if n, err := st.HolderCount(ctx, sale); err != nil || n != int64(len(holders)) {
+		t.Errorf("holder count over the shards = %d, %v; want %d", n, err, len(holders))
+	}
 	if decided != 2 {
 		t.Errorf("decide ran %d times, want 2 (the live read, then the paused one)", decided)
 	}

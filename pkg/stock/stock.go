@@ -474,6 +474,28 @@ func itemOfNote(note, orderID string) int64 {
 	return id
 }
 
+// HolderCount is how many active holders a sale has, over every shard: one
+// HLEN per shard in one round trip, where Holders reads them all.
+func (s *Store) HolderCount(ctx context.Context, saleID int64) (int64, error) {
+	l, err := s.layout(saleID)
+	if err != nil {
+		return 0, err
+	}
+	cmds := make(rueidis.Commands, 0, l.shards)
+	for k := range l.shards {
+		cmds = append(cmds, s.client.B().Hlen().Key(holdersOf(l.tag(k))).Build())
+	}
+	var n int64
+	for _, r := range s.client.DoMulti(ctx, cmds...) {
+		c, err := r.AsInt64()
+		if err != nil {
+			return 0, fmt.Errorf("count holders of sale %d: %w", saleID, err)
+		}
+		n += c
+	}
+	return n, nil
+}
+
 // Holders reads the active holders of a sale (user -> order id), from
 // every shard.
 func (s *Store) Holders(ctx context.Context, saleID int64) (map[string]string, error) {

@@ -83,6 +83,9 @@ func TestReserveContention(t *testing.T) {
 	if err != nil || len(holders) != units {
 		t.Errorf("holders = %d, %v; want %d", len(holders), err, units)
 	}
+	if n, err := st.HolderCount(ctx, sale); err != nil || n != units {
+		t.Errorf("holder count = %d, %v; want %d", n, err, units)
+	}
 	// A winner trying again is told it already holds a unit, even though the
 	// item is sold out: the duplicate check comes before the stock check.
 	for u := range users {

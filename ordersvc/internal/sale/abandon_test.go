@@ -236,3 +236,67 @@ func TestReleaseAbandonedWaitsForTheConsumer(t *testing.T) {
 		t.Fatalf("%d left, want 2 (the unit still held)", n)
 	}
 }
+
+// A sale whose last pass found every holder with a row is not read again
+// while its holder count stays the same, for one in-flight window; a
+// changed count is read at once. The abandoned holders here are older than
+// the window when they appear, which no live reservation is, so that a
+// pass that read them would release them.
+func TestReleaseAbandonedSkipsSettledSales(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, testenv.RedisAddr())
+	ctx := testenv.Context(t)
+	st := store.New(testdb.Pool(t))
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	stk := stock.New(rc)
+	sl := testdb.Sale(t, st, 5)
+	testdb.Load(t, st, stk, sl.ID)
+	item := sl.Items[0].ID
+	const window = 2 * time.Second
+	old := func() uuid.UUID { return v7At(t, time.Now().Add(-window-time.Second)) }
+	reserve := func(user string, id uuid.UUID) {
+		t.Helper()
+		if _, err := stk.Reserve(ctx, sl.ID, item, user, id.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, user := range []string{"paid-1", "paid-2"} {
+		id := old()
+		reserve(user, id)
+		if _, err := st.PersistBatch(ctx, []event.OrderPlaced{{Version: event.Version, OrderID: id,
+			SaleID: sl.ID, ItemID: item, UserID: user, PlacedAt: time.Now().Add(-window)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rl := relay.New(st, stk, quietLog, metrics.New())
+	svc := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithInFlightWindow(window), sale.WithReleases(rl.Drain))
+	pass := func(what string, want int) {
+		t.Helper()
+		res, err := svc.ReleaseAbandoned(ctx, sl.ID)
+		if err != nil || res.Released != want {
+			t.Fatalf("%s: released %d (%v), want %d", what, res.Released, err, want)
+		}
+	}
+	pass("first pass: every holder has a row", 0)
+	settledAt := time.Now()
+
+	// One holder gone and an abandoned one in its place: the same count.
+	if err := rc.Do(ctx, rc.B().Hdel().Key(stock.HoldersKey(sl.ID)).Field("paid-1").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	reserve("swapped-in", old())
+	pass("same count, within the window", 0)
+	time.Sleep(time.Until(settledAt.Add(window)))
+	pass("same count, one window after the settling pass", 1)
+
+	// The released holder is gone: a pass settles the sale again, and a
+	// reservation that changes the count is read at once.
+	pass("after the release", 0)
+	pass("settled again", 0)
+	reserve("added", old())
+	pass("a changed count", 1)
+}

@@ -106,6 +106,7 @@ type Service struct {
 
 	verdicts  verdicts
 	persisted persisted // holders known to have an order row (abandon.go)
+	settled   settled   // sales whose last abandon pass found every holder with a row
 }
 
 // NewService builds a service.
