@@ -103,11 +103,12 @@ func (g *Gateway) dialClients(ctx context.Context) error {
 		DisableCache:     true,
 		ConnWriteTimeout: g.cfg.RedisTimeout,
 		Dialer:           net.Dialer{Timeout: g.cfg.RedisTimeout},
-		// One connection per Redis node: every purchase's commands are
-		// small, and one pipe gathers more of them per write. Against
-		// four connections (rueidis's multiplex 2) Redis used a third less
-		// CPU while selling, the sell-out unchanged (benchmarks/README.md).
-		PipelineMultiplex: -1,
+		// Four pipelined connections per Redis node. One (multiplex -1)
+		// cost Redis a third less CPU while selling with the sell-out
+		// unchanged, but with it a gateway twice stopped selling after a
+		// Redis Cluster master failed over (e2e
+		// TestClusterRedisMasterFailover, benchmarks/README.md).
+		PipelineMultiplex: 2,
 		MaxFlushDelay:     g.cfg.RedisFlushDelay,
 	})
 	if err != nil {
