@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"flashsale/pkg/auth"
+	"flashsale/pkg/httpserver"
 )
 
 // Designs a process can serve.
@@ -218,7 +219,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		defer cancel()
-		return srv.ShutdownWithContext(sctx)
+		return httpserver.Shutdown(sctx, srv, ln)
 	})
 	return g.Wait()
 }

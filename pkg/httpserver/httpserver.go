@@ -1,11 +1,14 @@
 // Package httpserver builds the fasthttp servers of both services from
 // their typed configuration, the same way: configured timeouts and
 // limits, the JSON error body for requests fasthttp cannot read, fasthttp's
-// messages on the service's logger, and every handler behind Recover.
+// messages on the service's logger, every handler behind Recover, and a
+// shutdown that stops a server even if it had not started serving yet.
 package httpserver
 
 import (
+	"context"
 	"log/slog"
+	"net"
 	"runtime/debug"
 	"time"
 
@@ -95,4 +98,15 @@ func Recover(log *slog.Logger, onPanic func(), next fasthttp.RequestHandler) fas
 		}()
 		next(ctx)
 	}
+}
+
+// Shutdown stops srv serving ln: it stops accepting, waits for the open
+// requests until ctx ends, and closes ln. fasthttp's own Shutdown closes
+// only the listeners its Serve has already taken, so a Serve that starts
+// after it (the service's context ended as it was starting) would accept
+// for ever; with ln closed its Accept fails and Serve returns nil.
+func Shutdown(ctx context.Context, srv *fasthttp.Server, ln net.Listener) error {
+	err := srv.ShutdownWithContext(ctx)
+	_ = ln.Close()
+	return err
 }

@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net"
@@ -110,5 +111,28 @@ func TestNewAppliesConfig(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("field %d: %v, want %v", i, got[i], want[i])
 		}
+	}
+}
+
+// A server shut down before its Serve took the listener stops anyway:
+// fasthttp's own Shutdown would have left that Serve accepting for ever.
+func TestShutdownBeforeServe(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New("test", func(*fasthttp.RequestCtx) {}, testConfig, slog.New(slog.DiscardHandler))
+	if err := Shutdown(context.Background(), srv, ln); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve after Shutdown: %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve still accepting 5s after Shutdown")
 	}
 }

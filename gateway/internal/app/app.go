@@ -280,7 +280,7 @@ func (g *Gateway) ServeListeners(ctx context.Context, pub, adm net.Listener) err
 	eg.Go(func() error { g.dash.Run(ctx); return nil })
 	eg.Go(func() error {
 		<-ctx.Done()
-		return g.shutdown()
+		return g.shutdown(pub, adm)
 	})
 	err := eg.Wait()
 	g.Close()
@@ -361,17 +361,17 @@ func (g *Gateway) drainProducerEvents(ctx context.Context) {
 	}
 }
 
-func (g *Gateway) shutdown() error {
+func (g *Gateway) shutdown(pub, adm net.Listener) error {
 	g.api.SetDraining()
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownTimeout)
 	defer cancel()
 	var errs []error
 	// Shutdown stops accepting and waits for in-flight purchases, each of
 	// which already has its broker acknowledgement or its release.
-	if err := g.public.ShutdownWithContext(ctx); err != nil {
+	if err := httpserver.Shutdown(ctx, g.public, pub); err != nil {
 		errs = append(errs, fmt.Errorf("shutdown public listener: %w", err))
 	}
-	if err := g.admin.ShutdownWithContext(ctx); err != nil {
+	if err := httpserver.Shutdown(ctx, g.admin, adm); err != nil {
 		errs = append(errs, fmt.Errorf("shutdown admin listener: %w", err))
 	}
 	g.log.Info("gateway stopped accepting; in-flight purchases drained")

@@ -556,3 +556,34 @@ func TestREADMEListsEveryMetric(t *testing.T) {
 		t.Error(d)
 	}
 }
+
+// A gateway whose context ends before its servers have started still
+// stops. fasthttp's Shutdown closes only the listeners its Serve has
+// already taken, so a Serve that started after it accepted for ever and
+// ServeListeners never returned (seen once in make test, as a test's
+// cleanup hanging for ten minutes).
+func TestServeListenersStopsWhenCancelledAtOnce(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{1}, startsIn: -time.Second})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for i := range 10 {
+		ctx, cancel := context.WithCancel(context.Background())
+		gw, err := New(ctx, h.gw.cfg, quiet)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		pub, _ := net.Listen("tcp", "127.0.0.1:0")
+		adm, _ := net.Listen("tcp", "127.0.0.1:0")
+		cancel()
+		done := make(chan error, 1)
+		go func() { done <- gw.ServeListeners(ctx, pub, adm) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("round %d: ServeListeners after its context ended: %v", i, err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("round %d: ServeListeners still serving 15s after its context ended", i)
+		}
+	}
+}

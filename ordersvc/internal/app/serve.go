@@ -190,7 +190,7 @@ func (s *service) run(ctx context.Context, cfg config.Config, publicLn, adminLn 
 		s.health.Drain()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), cfg.ShutdownTimeout)
 		defer cancel()
-		return errors.Join(shutdownHTTP(sctx, "public", s.public), shutdownHTTP(sctx, "admin", s.admin))
+		return errors.Join(shutdownHTTP(sctx, "public", s.public, publicLn), shutdownHTTP(sctx, "admin", s.admin, adminLn))
 	})
 	return g.Wait()
 }
@@ -202,8 +202,8 @@ func serveHTTP(s *fasthttp.Server, ln net.Listener) error {
 	return nil
 }
 
-func shutdownHTTP(ctx context.Context, name string, s *fasthttp.Server) error {
-	if err := s.ShutdownWithContext(ctx); err != nil {
+func shutdownHTTP(ctx context.Context, name string, s *fasthttp.Server, ln net.Listener) error {
+	if err := httpserver.Shutdown(ctx, s, ln); err != nil {
 		return fmt.Errorf("shutdown %s listener: %w", name, err)
 	}
 	return nil
