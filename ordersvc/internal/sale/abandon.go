@@ -291,9 +291,14 @@ func (p *persisted) hasAll(saleID int64, holders map[string]string) bool {
 func (p *persisted) keep(open []int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for id := range p.sales {
+	keepOpen(p.sales, open)
+}
+
+// keepOpen deletes from a per-sale memo the sales not in open.
+func keepOpen[V any](sales map[int64]V, open []int64) {
+	for id := range sales {
 		if !slices.Contains(open, id) {
-			delete(p.sales, id)
+			delete(sales, id)
 		}
 	}
 }
@@ -345,9 +350,5 @@ func (s *settled) forget(saleID int64) {
 func (s *settled) keep(open []int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id := range s.sales {
-		if !slices.Contains(open, id) {
-			delete(s.sales, id)
-		}
-	}
+	keepOpen(s.sales, open)
 }

@@ -160,6 +160,23 @@ func TestReleaseAbandoned(t *testing.T) {
 	}
 }
 
+// loadedSale is a sale of items of these quantities, its stock loaded into
+// Redis, with the stores and the Redis client an abandon pass needs.
+func loadedSale(t *testing.T, quantities ...int64) (context.Context, *store.Store, rueidis.Client, *stock.Store, store.Sale) {
+	t.Helper()
+	testenv.Require(t, testenv.RedisAddr())
+	st := store.New(testdb.Pool(t))
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	stk := stock.New(rc)
+	sl := testdb.Sale(t, st, quantities...)
+	testdb.Load(t, st, stk, sl.ID)
+	return testenv.Context(t), st, rc, stk, sl
+}
+
 func left(t *testing.T, stk *stock.Store, sale, item int64) int64 {
 	t.Helper()
 	n, err := stk.Left(context.Background(), sale, item)
@@ -205,17 +222,7 @@ func laggingReader(t *testing.T, n int) *lag.Reader {
 // whose gateway died before recording it: nothing is released.
 func TestReleaseAbandonedWaitsForTheConsumer(t *testing.T) {
 	t.Parallel()
-	testenv.Require(t, testenv.RedisAddr())
-	ctx := testenv.Context(t)
-	st := store.New(testdb.Pool(t))
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
-	stk := stock.New(rc)
-	sl := testdb.Sale(t, st, 3)
-	testdb.Load(t, st, stk, sl.ID)
+	ctx, st, rc, stk, sl := loadedSale(t, 3)
 	const window = time.Second
 	id := v7At(t, time.Now().Add(-window-time.Second))
 	if _, err := stk.Reserve(ctx, sl.ID, sl.Items[0].ID, "maybe-acked", id.String()); err != nil {
@@ -244,17 +251,7 @@ func TestReleaseAbandonedWaitsForTheConsumer(t *testing.T) {
 // pass that read them would release them.
 func TestReleaseAbandonedSkipsSettledSales(t *testing.T) {
 	t.Parallel()
-	testenv.Require(t, testenv.RedisAddr())
-	ctx := testenv.Context(t)
-	st := store.New(testdb.Pool(t))
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
-	stk := stock.New(rc)
-	sl := testdb.Sale(t, st, 5)
-	testdb.Load(t, st, stk, sl.ID)
+	ctx, st, rc, stk, sl := loadedSale(t, 5)
 	item := sl.Items[0].ID
 	const window = 2 * time.Second
 	old := func() uuid.UUID { return v7At(t, time.Now().Add(-window-time.Second)) }
