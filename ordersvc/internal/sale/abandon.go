@@ -322,8 +322,8 @@ type settledPass struct {
 	at      time.Time
 }
 
-// unchanged reports whether the sale was settled with holders holders less
-// than within ago.
+// unchanged reports whether the sale's last settling pass saw this many
+// holders, less than within before now.
 func (s *settled) unchanged(saleID, holders int64, now time.Time, within time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
