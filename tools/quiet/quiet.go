@@ -61,11 +61,13 @@ func Wait(ctx context.Context, count func(context.Context) (int64, error), bound
 			return n, ctx.Err()
 		case <-time.After(poll):
 		}
-		if n, err = count(ctx); err != nil || n == 0 {
-			if n == 0 {
-				fmt.Fprintf(progress, "quiet: done in %s\n", time.Since(start).Round(100*time.Millisecond))
-			}
-			return n, err
+		left, err := count(ctx)
+		if err != nil {
+			return n, err // the last backlog counted
+		}
+		if n = left; n == 0 {
+			fmt.Fprintf(progress, "quiet: done in %s\n", time.Since(start).Round(100*time.Millisecond))
+			return 0, nil
 		}
 		if time.Since(said) >= 5*time.Second {
 			fmt.Fprintf(progress, "quiet: %d left\n", n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +52,21 @@ func TestWait(t *testing.T) {
 		count, calls := counter(900, 0)
 		if n, _ := Wait(ctx, count, 0, time.Millisecond, io.Discard); n != 900 || *calls != 1 {
 			t.Fatalf("backlog %d after %d counts; want 900 after 1", n, *calls)
+		}
+	})
+	t.Run("count fails while waiting: the last backlog, not done", func(t *testing.T) {
+		boom := errors.New("boom")
+		calls := 0
+		count := func(context.Context) (int64, error) {
+			if calls++; calls == 1 {
+				return 900, nil
+			}
+			return 0, boom
+		}
+		var progress strings.Builder
+		n, err := Wait(ctx, count, time.Minute, time.Millisecond, &progress)
+		if n != 900 || !errors.Is(err, boom) || strings.Contains(progress.String(), "done") {
+			t.Fatalf("backlog %d, err %v, progress %q; want 900, boom, and no \"done\"", n, err, progress.String())
 		}
 	})
 	t.Run("count fails", func(t *testing.T) {
