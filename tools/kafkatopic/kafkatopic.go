@@ -1,14 +1,17 @@
 // Package kafkatopic creates Kafka topics with the settings a sale needs and
-// waits until every partition has a leader, so the first produce does not
-// meet LEADER_NOT_AVAILABLE. kafka-admin (deploy/kafka) runs it for the
-// stack's orders topics, tools/harness for each test's own topics.
+// waits until every partition's leader serves it, so the first produce or
+// offsets read does not meet LEADER_NOT_AVAILABLE or NOT_LEADER_OR_FOLLOWER.
+// kafka-admin (deploy/kafka) runs it for the stack's orders topics,
+// tools/harness for each test's own topics.
 package kafkatopic
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,7 +64,7 @@ func opTimeout(ctx context.Context) time.Duration {
 
 // Ensure creates each missing topic of s, checks the shape of those that
 // exist (partitions, replication factor), sets their configuration, and
-// waits until every partition has a leader. Running it twice changes
+// waits until every partition's leader serves it. Running it twice changes
 // nothing. It reports what it created and what is ready on out.
 func Ensure(ctx context.Context, ac *kafka.AdminClient, s Spec, out io.Writer) error {
 	conf := s.Config()
@@ -118,21 +121,30 @@ func alterConfig(ctx context.Context, ac *kafka.AdminClient, topics []string, co
 }
 
 // waitLeaders describes the topics until each has its partitions, each with
-// a leader, and checks the shape against s.
+// a leader, checks the shape against s, then asks every leader for its
+// partition's end offset until all of them answer. A described leader is
+// not yet a serving one: the metadata names it as soon as the controller
+// elects it, and the broker answers NOT_LEADER_OR_FOLLOWER until it has
+// applied that election and opened the partition's log, which on a busy
+// machine took longer than a client's retries (a consumer-lag read failed
+// on it in CI).
 func waitLeaders(ctx context.Context, ac *kafka.AdminClient, s Spec, out io.Writer) error {
 	var last error
 	for {
 		d, err := ac.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(s.Topics))
 		if err == nil {
 			last = checkShape(d.TopicDescriptions, s)
+			if errors.Is(last, ErrMismatch) {
+				return last
+			}
+			if last == nil {
+				last = checkServing(ctx, ac, d.TopicDescriptions)
+			}
 			if last == nil {
 				for _, t := range d.TopicDescriptions {
 					fmt.Fprintf(out, "topic %s ready: %d partitions, replication factor %d\n", t.Name, len(t.Partitions), len(t.Partitions[0].Replicas))
 				}
 				return nil
-			}
-			if errors.Is(last, ErrMismatch) {
-				return last
 			}
 		} else {
 			last = fmt.Errorf("describe topics: %w", err)
@@ -143,6 +155,46 @@ func waitLeaders(ctx context.Context, ac *kafka.AdminClient, s Spec, out io.Writ
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// checkServing asks the leader of every partition of ds for its end offset:
+// ErrNotReady until each answers.
+func checkServing(ctx context.Context, ac *kafka.AdminClient, ds []kafka.TopicDescription) error {
+	specs := make(map[kafka.TopicPartition]kafka.OffsetSpec)
+	for _, t := range ds {
+		for _, p := range t.Partitions {
+			specs[kafka.TopicPartition{Topic: &t.Name, Partition: int32(p.Partition)}] = kafka.LatestOffsetSpec
+		}
+	}
+	res, err := ac.ListOffsets(ctx, specs)
+	if err != nil {
+		return fmt.Errorf("list end offsets: %w (%w)", ErrNotReady, err)
+	}
+	return notServing(res, len(specs))
+}
+
+// notServing is checkServing's verdict on one ListOffsets answer for want
+// partitions: nil when every partition has an offset, else ErrNotReady
+// naming the first partition (by topic, then number) still refusing.
+func notServing(res kafka.ListOffsetsResult, want int) error {
+	if len(res.ResultInfos) != want {
+		return fmt.Errorf("%d of %d partitions answered their end offset: %w", len(res.ResultInfos), want, ErrNotReady)
+	}
+	var bad []kafka.TopicPartition
+	for tp, info := range res.ResultInfos {
+		if info.Error.Code() != kafka.ErrNoError {
+			tp.Error = info.Error
+			bad = append(bad, tp)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.SortFunc(bad, func(a, b kafka.TopicPartition) int {
+		return cmp.Or(strings.Compare(*a.Topic, *b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return fmt.Errorf("%d of %d partitions do not serve yet, first %s[%d]: %w (%v)",
+		len(bad), want, *bad[0].Topic, bad[0].Partition, ErrNotReady, bad[0].Error)
 }
 
 // checkShape compares described topics with s: ErrMismatch for a shape that

@@ -78,3 +78,33 @@ func TestDeleteMissing(t *testing.T) {
 		t.Errorf("delete of a missing topic: %v", err)
 	}
 }
+
+// A topic is ready only when every partition's leader answered its end
+// offset: a partition missing from the answer or answering
+// NOT_LEADER_OR_FOLLOWER keeps Ensure waiting, and the error names it.
+func TestNotServing(t *testing.T) {
+	a, b := "orders", "orders.dlq"
+	ok := kafka.ListOffsetsResultInfo{Offset: 0}
+	notLeader := kafka.ListOffsetsResultInfo{Offset: -1, Error: kafka.NewError(kafka.ErrNotLeaderForPartition, "Broker: Not leader for partition", false)}
+	tp := func(topic *string, p int32) kafka.TopicPartition { return kafka.TopicPartition{Topic: topic, Partition: p} }
+	for _, c := range []struct {
+		name  string
+		infos map[kafka.TopicPartition]kafka.ListOffsetsResultInfo
+		want  string // "" ready, else a fragment of the error
+	}{
+		{"every partition answers", map[kafka.TopicPartition]kafka.ListOffsetsResultInfo{tp(&a, 0): ok, tp(&a, 1): ok, tp(&b, 0): ok}, ""},
+		{"one leader not serving yet", map[kafka.TopicPartition]kafka.ListOffsetsResultInfo{tp(&a, 0): ok, tp(&a, 1): notLeader, tp(&b, 0): notLeader},
+			"2 of 3 partitions do not serve yet, first orders[1]"},
+		{"a partition missing from the answer", map[kafka.TopicPartition]kafka.ListOffsetsResultInfo{tp(&a, 0): ok, tp(&b, 0): ok}, "2 of 3 partitions answered"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := notServing(kafka.ListOffsetsResult{ResultInfos: c.infos}, 3)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("want ready, got %v", err)
+			case c.want != "" && (!errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("want ErrNotReady with %q, got %v", c.want, err)
+			}
+		})
+	}
+}

@@ -121,7 +121,7 @@ type partition struct {
 // Lag reads the current lag: committed offsets against the high watermarks.
 // A topic that does not exist yet has no partitions and no lag.
 func (r *Reader) Lag(ctx context.Context) (Lag, error) {
-	ps, err := r.read(ctx)
+	ps, err := r.read(ctx, time.Now().Add(r.cfg.RequestTimeout))
 	if err != nil {
 		return Lag{}, err
 	}
@@ -140,13 +140,14 @@ func endsOf(ps []partition) map[int32]int64 {
 // WaitCaughtUp reads the high watermarks once, then polls the committed
 // offsets until every partition's reaches its watermark. Messages produced
 // after the first reading are not waited for. Past timeout it returns a
-// *LaggingError (errors.Is ErrLagging) with the lag left. A failure of the
-// first reading (the watermarks) is returned at once; a failure of a later
-// one is retried until the bound, then returned as it is.
+// *LaggingError (errors.Is ErrLagging) with the lag left. A transient
+// broker error (a leader not serving yet, a coordinator loading) is retried
+// until the same bound, for the first reading as for the later ones, then
+// returned as it is; any other failure of the first reading at once.
 func (r *Reader) WaitCaughtUp(ctx context.Context, timeout time.Duration) (Lag, error) {
 	start := time.Now()
 	deadline := start.Add(timeout)
-	ps, err := r.read(ctx)
+	ps, err := r.read(ctx, deadline)
 	if err != nil {
 		return Lag{}, err
 	}
@@ -166,7 +167,7 @@ func (r *Reader) WaitCaughtUp(ctx context.Context, timeout time.Duration) (Lag, 
 			return cur, fmt.Errorf("wait for consumer group %q to catch up: %w", r.cfg.Group, ctx.Err())
 		case <-t.C:
 		}
-		ps, err = r.read(ctx)
+		ps, err = r.read(ctx, time.Now().Add(r.cfg.RequestTimeout))
 		if err == nil {
 			cur = against(ps, ends)
 		}
@@ -193,21 +194,32 @@ func against(ps []partition, ends map[int32]int64) Lag {
 }
 
 // read is readOnce retried while the broker answers with a transient
-// error, within one RequestTimeout: on Apache Kafka a new group's
-// coordinator answers NOT_COORDINATOR until it has loaded, and a partition
-// that just moved (a new topic, a failover) answers NOT_LEADER until the
-// client's metadata catches up.
-func (r *Reader) read(ctx context.Context) ([]partition, error) {
-	deadline := time.Now().Add(r.cfg.RequestTimeout)
+// error, until the deadline: on Apache Kafka a new group's coordinator
+// answers NOT_COORDINATOR until it has loaded, and a partition that just
+// moved (a new topic, a failover) answers NOT_LEADER until its leader has
+// taken it over and the client's metadata has caught up.
+func (r *Reader) read(ctx context.Context, deadline time.Time) ([]partition, error) {
+	return retryTransient(ctx, deadline, retryInterval, r.readOnce)
+}
+
+// retryInterval is the pause between two attempts of a transient failure.
+const retryInterval = 100 * time.Millisecond
+
+// retryTransient calls f until it succeeds, fails with an error that is not
+// transient, or the deadline (or ctx) ends the retries; then it returns
+// f's last answer. f is always called at least once.
+func retryTransient[T any](ctx context.Context, deadline time.Time, pause time.Duration, f func(context.Context) (T, error)) (T, error) {
 	for {
-		ps, err := r.readOnce(ctx)
-		if err == nil || !transient(err) || !time.Now().Before(deadline) {
-			return ps, err
+		v, err := f(ctx)
+		if err == nil || !transient(err) || !time.Now().Add(pause).Before(deadline) {
+			return v, err
 		}
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
-			return nil, err
-		case <-time.After(100 * time.Millisecond):
+			t.Stop()
+			return v, err
+		case <-t.C:
 		}
 	}
 }
