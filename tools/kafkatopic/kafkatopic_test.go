@@ -86,7 +86,9 @@ func TestNotServing(t *testing.T) {
 	a, b := "orders", "orders.dlq"
 	ok := kafka.ListOffsetsResultInfo{Offset: 0}
 	notLeader := kafka.ListOffsetsResultInfo{Offset: -1, Error: kafka.NewError(kafka.ErrNotLeaderForPartition, "Broker: Not leader for partition", false)}
-	tp := func(topic *string, p int32) kafka.TopicPartition { return kafka.TopicPartition{Topic: topic, Partition: p} }
+	tp := func(topic *string, p int32) kafka.TopicPartition {
+		return kafka.TopicPartition{Topic: topic, Partition: p}
+	}
 	for _, c := range []struct {
 		name  string
 		infos map[kafka.TopicPartition]kafka.ListOffsetsResultInfo
