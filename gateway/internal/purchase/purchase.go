@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
+	"golang.org/x/time/rate"
 
 	"flashsale/gateway/internal/holding"
 	"flashsale/gateway/internal/publish"
@@ -68,15 +69,20 @@ type Buyer struct {
 	// stranded counts reservations given up on (a queue full, the attempts
 	// spent): their units stay reserved until a reconcile repair or the
 	// order service's abandoned-reservation pass.
-	stranded     atomic.Uint64
-	stock        *stock.Store
-	redis        rueidis.Client
-	pub          Publisher
-	settler      Settler
-	holding      *holding.Finder // nil: a shopper who already holds gets a bare ALREADY_PURCHASED
-	redisTimeout time.Duration
-	log          *slog.Logger
-	now          func() time.Time
+	stranded atomic.Uint64
+	// reserveFailed logs a reservation that failed for a reason other than
+	// the shopper's (Redis unreachable, a timeout): at most one a second,
+	// since during an outage every purchase fails the same way; the
+	// purchases counter has them all.
+	reserveFailed rate.Sometimes
+	stock         *stock.Store
+	redis         rueidis.Client
+	pub           Publisher
+	settler       Settler
+	holding       *holding.Finder // nil: a shopper who already holds gets a bare ALREADY_PURCHASED
+	redisTimeout  time.Duration
+	log           *slog.Logger
+	now           func() time.Time
 }
 
 // NewBuyer wires a buyer. st runs the stock scripts on redis (it knows how
@@ -85,7 +91,7 @@ type Buyer struct {
 // which order holds it (nil: she is only told ALREADY_PURCHASED).
 func NewBuyer(redis rueidis.Client, st *stock.Store, pub Publisher, settler Settler, finder *holding.Finder,
 	redisTimeout time.Duration, log *slog.Logger) *Buyer {
-	return &Buyer{stock: st, redis: redis, pub: pub, settler: settler, holding: finder, redisTimeout: redisTimeout, log: log, now: time.Now,
+	return &Buyer{reserveFailed: rate.Sometimes{Interval: time.Second}, stock: st, redis: redis, pub: pub, settler: settler, holding: finder, redisTimeout: redisTimeout, log: log, now: time.Now,
 		retries: make(chan release, retryQueue), unsettled: make(chan heldOrder, settleQueue)}
 }
 
@@ -153,6 +159,9 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 	default:
 		// The script may or may not have run: give back whatever this
 		// order id holds (a no-op when it holds nothing).
+		b.reserveFailed.Do(func() {
+			b.log.Warn("purchase unavailable: reservation failed", "sale", saleID, "item", itemID, "err", err)
+		})
 		b.release(ctx, saleID, itemID, userID, oid)
 		return Receipt{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
