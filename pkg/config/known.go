@@ -78,6 +78,7 @@ var known = map[string]variable{
 	"FLASHSALE_REUSEPORT":               {readers: Gateway},
 	"FLASHSALE_REDIS_TIMEOUT":           {readers: Gateway},
 	"FLASHSALE_REDIS_FLUSH_DELAY":       {readers: Gateway},
+	"FLASHSALE_REDIS_CONNS":             {readers: Gateway},
 	"FLASHSALE_PUBLISH_TIMEOUT":         {readers: Gateway},
 	"FLASHSALE_PUBLISH_LINGER":          {readers: Gateway},
 	"FLASHSALE_PUBLISH_FAIL_FAST_AFTER": {readers: Gateway},

@@ -13,6 +13,7 @@ package redisconn
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"net"
 	"net/url"
 	"strconv"
@@ -31,6 +32,19 @@ var ErrNoAddress = errors.New("redisconn: no Redis address")
 // failed master's address after a replica took over without it noticing
 // by an error first.
 const TopologyRefresh = 2 * time.Second
+
+// Multiplex is the rueidis PipelineMultiplex that opens conns pipelined
+// connections to each Redis node: conns must be a power of two from 1 to
+// 256 (rueidis opens 2^multiplex of them, and -1 means exactly one).
+func Multiplex(conns int) (int, error) {
+	if conns < 1 || conns > 1<<rueidis.MaxPipelineMultiplex || conns&(conns-1) != 0 {
+		return 0, fmt.Errorf("want a power of two from 1 to %d connections per Redis node, got %d", 1<<rueidis.MaxPipelineMultiplex, conns)
+	}
+	if conns == 1 {
+		return -1, nil
+	}
+	return bits.TrailingZeros(uint(conns)), nil
+}
 
 // Addrs parses a comma-separated list of host:port, ignoring blanks, and
 // reports every malformed entry at once.

@@ -102,3 +102,19 @@ func nodeOf(t *testing.T, ctx context.Context, c rueidis.Client, key string) str
 	t.Fatalf("key %s on no node", key)
 	return ""
 }
+
+// A connection count maps to the rueidis multiplex that opens exactly that
+// many connections (2^multiplex, -1 for one); a count rueidis cannot open
+// is refused, not rounded.
+func TestMultiplex(t *testing.T) {
+	for conns, want := range map[int]int{1: -1, 2: 1, 4: 2, 8: 3, 256: 8} {
+		if got, err := redisconn.Multiplex(conns); err != nil || got != want {
+			t.Errorf("Multiplex(%d) = %d, %v; want %d", conns, got, err, want)
+		}
+	}
+	for _, conns := range []int{0, -1, 3, 6, 512} {
+		if got, err := redisconn.Multiplex(conns); err == nil {
+			t.Errorf("Multiplex(%d) = %d, want an error", conns, got)
+		}
+	}
+}

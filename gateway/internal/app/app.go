@@ -17,6 +17,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
 
 	"flashsale/gateway/internal/admission"
 	"flashsale/gateway/internal/catalog"
@@ -56,13 +57,17 @@ type Gateway struct {
 	// configBypass is FLASHSALE_QUEUE_BYPASS of the last load: a reload
 	// replaces it while the admission loop reads it.
 	configBypass atomic.Pointer[[]string]
+	// queueAdvanceFailed logs a failed admission round at most once a
+	// second: rounds run every FLASHSALE_QUEUE_ADVANCE (100 ms) per queued
+	// sale, and during a Redis outage each one fails the same way.
+	queueAdvanceFailed rate.Sometimes
 }
 
 // New dials the dependencies. It fails fast when one is missing, except the
 // Kafka broker, which the producer reaches lazily (purchases answer 503
 // until it does).
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, error) {
-	g := &Gateway{cfg: cfg, log: log, limits: limitsOf(cfg)}
+	g := &Gateway{cfg: cfg, log: log, limits: limitsOf(cfg), queueAdvanceFailed: rate.Sometimes{Interval: time.Second}}
 	g.configBypass.Store(&cfg.QueueBypass)
 	if err := g.build(ctx); err != nil {
 		// Closes the clients the steps before the failed one dialed (none
@@ -99,16 +104,15 @@ func (g *Gateway) build(ctx context.Context) error {
 // producer, in that order, keeping each one that succeeds for Close.
 func (g *Gateway) dialClients(ctx context.Context) error {
 	// One node or a cluster's seed list: redisconn lets rueidis pick the mode.
+	multiplex, err := redisconn.Multiplex(g.cfg.RedisConns) // validated with the config
+	if err != nil {
+		return err
+	}
 	rc, err := redisconn.New(g.cfg.RedisAddr, rueidis.ClientOption{
-		DisableCache:     true,
-		ConnWriteTimeout: g.cfg.RedisTimeout,
-		Dialer:           net.Dialer{Timeout: g.cfg.RedisTimeout},
-		// Four pipelined connections per Redis node, as the gateway always
-		// had. One (multiplex -1) cost Redis a third less CPU while selling
-		// with the sell-out unchanged; it was reverted when e2e
-		// TestClusterRedisMasterFailover failed with it, but that test
-		// fails now and then with four as well (benchmarks/README.md).
-		PipelineMultiplex: 2,
+		DisableCache:      true,
+		ConnWriteTimeout:  g.cfg.RedisTimeout,
+		Dialer:            net.Dialer{Timeout: g.cfg.RedisTimeout},
+		PipelineMultiplex: multiplex,
 		MaxFlushDelay:     g.cfg.RedisFlushDelay,
 	})
 	if err != nil {
@@ -326,7 +330,7 @@ func (g *Gateway) advanceQueues(ctx context.Context) {
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				g.log.Warn("queue advance failed", "sale", s.ID, "err", err)
+				g.queueAdvanceFailed.Do(func() { g.log.Warn("queue advance failed", "sale", s.ID, "err", err) })
 			}
 			continue
 		}

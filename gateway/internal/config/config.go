@@ -81,8 +81,14 @@ type Config struct {
 	// commands before it writes (rueidis MaxFlushDelay): fewer, larger
 	// writes for both sides under load, at most this much added latency.
 	RedisFlushDelay time.Duration
-	KafkaBrokers    string
-	OrdersTopic     string
+	// RedisConns is how many pipelined connections the gateway keeps to
+	// each Redis node (a power of two). One carries the most commands per
+	// write and per read, which cost Redis a third less CPU while selling
+	// than four (benchmarks/README.md); more can help a Redis node with
+	// cores to spare for its I/O threads.
+	RedisConns   int
+	KafkaBrokers string
+	OrdersTopic  string
 	// PublishTimeout bounds the wait for the broker's acknowledgement.
 	PublishTimeout time.Duration
 	PublishLinger  time.Duration
@@ -155,6 +161,7 @@ func Load(env pkgconfig.Env) (Config, error) {
 		RedisAddr:            s.String("FLASHSALE_REDIS_ADDR", "127.0.0.1:16379"),
 		RedisTimeout:         s.Duration("FLASHSALE_REDIS_TIMEOUT", time.Second),
 		RedisFlushDelay:      s.Duration("FLASHSALE_REDIS_FLUSH_DELAY", 100*time.Microsecond),
+		RedisConns:           s.Int("FLASHSALE_REDIS_CONNS", 1),
 		KafkaBrokers:         s.String("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:19092"),
 		OrdersTopic:          s.String("FLASHSALE_ORDERS_TOPIC", "flash-sale-orders"),
 		PublishTimeout:       s.Duration("FLASHSALE_PUBLISH_TIMEOUT", 3*time.Second),
@@ -222,6 +229,9 @@ func (c Config) validate() error {
 	need(len(c.AdminToken) >= 16, "FLASHSALE_ADMIN_TOKEN", "missing or shorter than 16 bytes (or set FLASHSALE_ADMIN_TOKEN_FILE)")
 	need(c.RedisTimeout > 0, "FLASHSALE_REDIS_TIMEOUT", "must be positive")
 	need(c.RedisFlushDelay >= 0 && c.RedisFlushDelay <= time.Millisecond, "FLASHSALE_REDIS_FLUSH_DELAY", "must be between 0 and 1ms")
+	if _, err := redisconn.Multiplex(c.RedisConns); err != nil {
+		errs = append(errs, fmt.Errorf("FLASHSALE_REDIS_CONNS: %w", err))
+	}
 	need(c.SettleTimeout >= 10*time.Millisecond, "FLASHSALE_SETTLE_TIMEOUT", "must be at least 10ms")
 	need(c.PublishTimeout >= 100*time.Millisecond, "FLASHSALE_PUBLISH_TIMEOUT", "must be at least 100ms")
 	need(c.PublishLinger >= 0, "FLASHSALE_PUBLISH_LINGER", "must not be negative")
