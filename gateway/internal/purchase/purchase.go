@@ -91,8 +91,9 @@ type Buyer struct {
 // which order holds it (nil: she is only told ALREADY_PURCHASED).
 func NewBuyer(redis rueidis.Client, st *stock.Store, pub Publisher, settler Settler, finder *holding.Finder,
 	redisTimeout time.Duration, log *slog.Logger) *Buyer {
-	return &Buyer{reserveFailed: rate.Sometimes{Interval: time.Second}, stock: st, redis: redis, pub: pub, settler: settler, holding: finder, redisTimeout: redisTimeout, log: log, now: time.Now,
-		retries: make(chan release, retryQueue), unsettled: make(chan heldOrder, settleQueue)}
+	return &Buyer{stock: st, redis: redis, pub: pub, settler: settler, holding: finder, redisTimeout: redisTimeout, log: log, now: time.Now,
+		retries: make(chan release, retryQueue), unsettled: make(chan heldOrder, settleQueue),
+		reserveFailed: rate.Sometimes{Interval: time.Second}}
 }
 
 // verdict is what a purchase comes to after its publish.

@@ -1,11 +1,13 @@
 package purchase
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -303,4 +305,34 @@ func redisSale(t *testing.T) (rueidis.Client, *stock.Store, int64) {
 		rc.Do(context.Background(), rc.B().Del().Key(stock.StockKey(sale, 1), stock.HoldersKey(sale)).Build())
 	})
 	return rc, stock.New(rc), sale
+}
+
+// A reservation that fails for a reason other than the shopper's (here
+// Redis refusing the script: the stock key holds a hash) answers 503, and
+// its cause reaches the log, once for a run of such failures rather than
+// once per purchase.
+func TestReserveFailureLoggedOnce(t *testing.T) {
+	ctx := testenv.Context(t)
+	rc, st, sale := redisSale(t)
+	const item = 1
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: item, Left: 5}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	key := stock.StockKey(sale, item)
+	if err := rc.Do(ctx, rc.B().Del().Key(key).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Do(ctx, rc.B().Hset().Key(key).FieldValue().FieldValue("left", "5").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	b := NewBuyer(rc, st, fakePublisher{}, &fakeSettler{}, nil, time.Second, slog.New(slog.NewTextHandler(&logged, nil)))
+	for i := range 5 {
+		if _, err := b.Buy(ctx, sale, item, fmt.Sprintf("shopper-%d", i), ""); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("purchase %d: %v, want ErrUnavailable (503)", i, err)
+		}
+	}
+	if n := strings.Count(logged.String(), "reservation failed"); n != 1 || !strings.Contains(logged.String(), "WRONGTYPE") {
+		t.Fatalf("want the cause (WRONGTYPE) logged once for 5 failures, got %d lines:\n%s", n, logged.String())
+	}
 }
