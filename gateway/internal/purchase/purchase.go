@@ -70,19 +70,20 @@ type Buyer struct {
 	// spent): their units stay reserved until a reconcile repair or the
 	// order service's abandoned-reservation pass.
 	stranded atomic.Uint64
-	// reserveFailed logs a reservation that failed for a reason other than
-	// the shopper's (Redis unreachable, a timeout): at most one a second,
-	// since during an outage every purchase fails the same way; the
-	// purchases counter has them all.
-	reserveFailed rate.Sometimes
-	stock         *stock.Store
-	redis         rueidis.Client
-	pub           Publisher
-	settler       Settler
-	holding       *holding.Finder // nil: a shopper who already holds gets a bare ALREADY_PURCHASED
-	redisTimeout  time.Duration
-	log           *slog.Logger
-	now           func() time.Time
+	// reserveFailures counts the reservations that failed for a reason
+	// other than the shopper's (Redis unreachable, a timeout, a script
+	// error); reserveFailed logs them at most once a second, since during
+	// an outage every purchase fails the same way.
+	reserveFailures atomic.Uint64
+	reserveFailed   rate.Sometimes
+	stock           *stock.Store
+	redis           rueidis.Client
+	pub             Publisher
+	settler         Settler
+	holding         *holding.Finder // nil: a shopper who already holds gets a bare ALREADY_PURCHASED
+	redisTimeout    time.Duration
+	log             *slog.Logger
+	now             func() time.Time
 }
 
 // NewBuyer wires a buyer. st runs the stock scripts on redis (it knows how
@@ -160,6 +161,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 	default:
 		// The script may or may not have run: give back whatever this
 		// order id holds (a no-op when it holds nothing).
+		b.reserveFailures.Add(1)
 		b.reserveFailed.Do(func() {
 			b.log.Warn("purchase unavailable: reservation failed", "sale", saleID, "item", itemID, "err", err)
 		})

@@ -310,7 +310,7 @@ func redisSale(t *testing.T) (rueidis.Client, *stock.Store, int64) {
 // A reservation that fails for a reason other than the shopper's (here
 // Redis refusing the script: the stock key holds a hash) answers 503, and
 // its cause reaches the log, once for a run of such failures rather than
-// once per purchase.
+// once per purchase; the counter has every one.
 func TestReserveFailureLoggedOnce(t *testing.T) {
 	ctx := testenv.Context(t)
 	rc, st, sale := redisSale(t)
@@ -334,5 +334,8 @@ func TestReserveFailureLoggedOnce(t *testing.T) {
 	}
 	if n := strings.Count(logged.String(), "reservation failed"); n != 1 || !strings.Contains(logged.String(), "WRONGTYPE") {
 		t.Fatalf("want the cause (WRONGTYPE) logged once for 5 failures, got %d lines:\n%s", n, logged.String())
+	}
+	if n := b.reserveFailures.Load(); n != 5 {
+		t.Fatalf("flashsale_gateway_reserve_failures_total counted %d, want 5", n)
 	}
 }
