@@ -42,8 +42,11 @@ case "${FLASHSALE_CLUSTER:-${FLASHSALE_REDIS_CLUSTER:-0}}" in
 esac
 
 gateways="${DEMO_GATEWAYS:-$instances}"
-# profile NAME: the FLASHSALE_CPU_PROFILE setting of service NAME.
-profile() { [[ -z "${DEMO_PROFILE:-}" ]] || echo "FLASHSALE_CPU_PROFILE=$DEMO_PROFILE/$1.pprof"; }
+# profile NAME: the FLASHSALE_CPU_PROFILE and FLASHSALE_ALLOC_PROFILE
+# settings of service NAME.
+profile() {
+	[[ -z "${DEMO_PROFILE:-}" ]] || echo "FLASHSALE_CPU_PROFILE=$DEMO_PROFILE/$1.pprof FLASHSALE_ALLOC_PROFILE=$DEMO_PROFILE/$1.allocs.pprof"
+}
 [[ -z "${DEMO_PROFILE:-}" ]] || mkdir -p "$DEMO_PROFILE"
 # Their admin ports, 8081, 8083, 8085, 8087, stop below the order services' (8091).
 [[ "$gateways" =~ ^[1-4]$ ]] || { echo "demo: DEMO_GATEWAYS=$gateways: want 1 to 4 gateway processes" >&2; exit 2; }

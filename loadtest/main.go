@@ -41,7 +41,8 @@ func runMain(ctx context.Context, args []string, env config.Env, stdout, stderr 
 		fs.PrintDefaults()
 	}
 	// The secrets' flags default to nothing, so that -h never prints one.
-	var adminToken, jwtKey, cpuProfile string
+	var adminToken, jwtKey string
+	var prof profiling.Config
 	fs.StringVar(&o.GatewayURL, "gateway", o.GatewayURL, "gateway base URL")
 	fs.StringVar(&o.GatewayAdminURL, "gateway-admin", o.GatewayAdminURL, "gateway admin base URL, for its peak memory (empty: skip)")
 	fs.StringVar(&o.AdminURL, "admin", o.AdminURL, "order service admin base URL")
@@ -70,7 +71,8 @@ func runMain(ctx context.Context, args []string, env config.Env, stdout, stderr 
 	fs.IntVar(&o.PollSample, "poll-sample", o.PollSample, "accepted orders checked through the polling endpoint")
 	fs.StringVar(&o.OutDir, "out", o.OutDir, "directory for results.bin, report.json and plot.html")
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow targets that are not loopback")
-	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the generator's own CPU profile to this file (go tool pprof)")
+	fs.StringVar(&prof.CPUProfile, "cpuprofile", "", "write the generator's own CPU profile to this file (go tool pprof)")
+	fs.StringVar(&prof.AllocProfile, "allocprofile", "", "write the generator's own allocation profile to this file at the end (go tool pprof -sample_index=alloc_objects)")
 	redactDefault(fs.Lookup("pg"))
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -91,7 +93,7 @@ func runMain(ctx context.Context, args []string, env config.Env, stdout, stderr 
 		o.JWTKey = []byte(jwtKey)
 	}
 	sayDatabase(stderr, o.PostgresDSN)
-	stopProfile, err := profiling.Start(profiling.Config{CPUProfile: cpuProfile})
+	stopProfile, err := profiling.Start(prof)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,7 @@ var known = map[string]variable{
 	"FLASHSALE_LOG_LEVEL":           {readers: services},
 	"FLASHSALE_LOG_FORMAT":          {readers: services},
 	"FLASHSALE_CPU_PROFILE":         {readers: services},
+	"FLASHSALE_ALLOC_PROFILE":       {readers: services},
 	// The HTTP listeners (pkg/httpserver).
 	"FLASHSALE_READ_TIMEOUT":  {readers: services},
 	"FLASHSALE_WRITE_TIMEOUT": {readers: services},

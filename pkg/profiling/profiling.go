@@ -1,6 +1,7 @@
-// Package profiling writes a service's CPU profile for its whole run, so a
-// capacity engineer can see where a sale's CPU went (go tool pprof) without
-// an HTTP endpoint on a production listener.
+// Package profiling writes a service's CPU profile and allocation profile
+// for its whole run, so a capacity engineer can see where a sale's CPU and
+// allocations went (go tool pprof) without an HTTP endpoint on a production
+// listener.
 package profiling
 
 import (
@@ -14,37 +15,65 @@ import (
 	"flashsale/pkg/config"
 )
 
-// Config says where the CPU profile goes; empty: no profile.
+// Config says where the profiles go; empty: no profile.
 type Config struct {
-	CPUProfile string // FLASHSALE_CPU_PROFILE
+	CPUProfile   string // FLASHSALE_CPU_PROFILE
+	AllocProfile string // FLASHSALE_ALLOC_PROFILE
 }
 
-// Load reads FLASHSALE_CPU_PROFILE. A relative path is taken from the
-// working directory.
+// Load reads FLASHSALE_CPU_PROFILE and FLASHSALE_ALLOC_PROFILE. A relative
+// path is taken from the working directory.
 func Load(src *config.Source) Config {
-	return Config{CPUProfile: src.String("FLASHSALE_CPU_PROFILE", "")}
+	return Config{
+		CPUProfile:   src.String("FLASHSALE_CPU_PROFILE", ""),
+		AllocProfile: src.String("FLASHSALE_ALLOC_PROFILE", ""),
+	}
 }
 
-// Start starts the CPU profile when one is configured. The returned stop
-// writes it out; call it once, when the service has stopped serving. With no
-// profile configured both do nothing.
+// Start starts the CPU profile when one is configured and checks that the
+// allocation profile's file can be created. The returned stop writes them
+// out: the CPU profile, and the allocations sampled since the process
+// started (pprof's "allocs": go tool pprof -sample_index=alloc_objects);
+// call it once, when the service has stopped serving. With no profile
+// configured both do nothing.
 func Start(c Config) (stop func() error, err error) {
-	if c.CPUProfile == "" {
-		return func() error { return nil }, nil
+	var cpu, allocs *os.File
+	closeAll := func() error {
+		var errs []error
+		for _, f := range []*os.File{cpu, allocs} {
+			if f != nil {
+				errs = append(errs, f.Close())
+			}
+		}
+		return errors.Join(errs...)
 	}
-	f, err := os.Create(filepath.Clean(c.CPUProfile))
-	if err != nil {
-		return nil, fmt.Errorf("cpu profile: %w", err)
+	if c.AllocProfile != "" {
+		if allocs, err = os.Create(filepath.Clean(c.AllocProfile)); err != nil {
+			return nil, fmt.Errorf("alloc profile: %w", err)
+		}
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		return nil, errors.Join(fmt.Errorf("cpu profile: %w", err), f.Close())
+	if c.CPUProfile != "" {
+		if cpu, err = os.Create(filepath.Clean(c.CPUProfile)); err != nil {
+			return nil, errors.Join(fmt.Errorf("cpu profile: %w", err), closeAll())
+		}
+		if err := pprof.StartCPUProfile(cpu); err != nil {
+			return nil, errors.Join(fmt.Errorf("cpu profile: %w", err), closeAll())
+		}
 	}
 	return func() error {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("cpu profile %s: %w", c.CPUProfile, err)
+		var errs []error
+		if cpu != nil {
+			pprof.StopCPUProfile()
 		}
-		return nil
+		if allocs != nil {
+			if err := pprof.Lookup("allocs").WriteTo(allocs, 0); err != nil {
+				errs = append(errs, fmt.Errorf("alloc profile %s: %w", c.AllocProfile, err))
+			}
+		}
+		if err := closeAll(); err != nil {
+			errs = append(errs, fmt.Errorf("profiles: %w", err))
+		}
+		return errors.Join(errs...)
 	}, nil
 }
 
@@ -58,7 +87,7 @@ func StartLogged(c Config, log *slog.Logger) (stop func(), err error) {
 	}
 	return func() {
 		if err := stopErr(); err != nil {
-			log.Error("cpu profile not written", "err", err)
+			log.Error("profile not written", "err", err)
 		}
 	}, nil
 }

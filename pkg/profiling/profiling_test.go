@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -23,6 +25,44 @@ func TestStartWritesAReadableProfile(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	assertPprof(t, path)
+}
+
+// TestStartWritesAnAllocationProfile: the allocations made while the
+// profile runs are in it, by the function that made them.
+func TestStartWritesAnAllocationProfile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "allocs.pprof")
+	stop, err := Start(Config{AllocProfile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocateSome()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	assertPprof(t, path)
+	out, err := exec.Command("go", "tool", "pprof", "-sample_index=alloc_space", "-top", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "allocateSome") {
+		t.Fatalf("the allocating function is not in the profile:\n%s", out)
+	}
+}
+
+var sink [][]byte
+
+//go:noinline
+func allocateSome() {
+	for range 64 {
+		sink = append(sink, make([]byte, 1<<20)) // 64 MiB: sampled whatever the rate
+	}
+	sink = nil
+}
+
+func assertPprof(t *testing.T, path string) {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -44,8 +84,25 @@ func TestStartWithoutAPathDoesNothing(t *testing.T) {
 }
 
 func TestStartReportsAnUnwritablePath(t *testing.T) {
-	if _, err := Start(Config{CPUProfile: filepath.Join(t.TempDir(), "missing", "cpu.pprof")}); err == nil {
-		t.Fatal("no error for a path in a missing directory")
+	missing := filepath.Join(t.TempDir(), "missing", "x.pprof")
+	if _, err := Start(Config{CPUProfile: missing}); err == nil {
+		t.Fatal("no error for a CPU profile in a missing directory")
+	}
+	if _, err := Start(Config{AllocProfile: missing}); err == nil {
+		t.Fatal("no error for an allocation profile in a missing directory")
+	}
+	// A CPU profile refused after the allocation file was created leaves
+	// no profile running: a second Start can profile.
+	ok := filepath.Join(t.TempDir(), "allocs.pprof")
+	if _, err := Start(Config{AllocProfile: ok, CPUProfile: missing}); err == nil {
+		t.Fatal("no error for a CPU profile in a missing directory")
+	}
+	stop, err := Start(Config{CPUProfile: filepath.Join(t.TempDir(), "cpu.pprof")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -140,11 +141,26 @@ type Catalog struct {
 	gateKey []byte
 	sales   atomic.Pointer[map[int64]*Sale]
 	loaded  atomic.Bool
+
+	// mu serializes refreshes; the fields below are theirs.
+	mu sync.Mutex
+	// version is catalog_version's value read before the last load, and
+	// versioned whether there was one (a database not migrated to 0007
+	// has none: every refresh loads).
+	version   int64
+	versioned bool
+	loadedAt  time.Time
+	loads     atomic.Uint64
+	now       func() time.Time
 }
+
+// reloadEvery bounds how long a refresh trusts an unchanged version: sales
+// also leave the catalog by time alone, a day after they ended.
+const reloadEvery = time.Minute
 
 // New returns an empty catalog reading from pool.
 func New(pool *pgxpool.Pool, gateKey []byte) *Catalog {
-	c := &Catalog{pool: pool, gateKey: gateKey}
+	c := &Catalog{pool: pool, gateKey: gateKey, now: time.Now}
 	empty := map[int64]*Sale{}
 	c.sales.Store(&empty)
 	return c
@@ -179,8 +195,33 @@ func (c *Catalog) Loaded() bool { return c.loaded.Load() }
 // ErrNoCatalog is returned when the catalog has never been loaded.
 var ErrNoCatalog = errors.New("catalog: not loaded")
 
-// Refresh reloads sales that have not ended more than a day ago.
+// Loads counts the times Refresh read the sales (not only the version).
+func (c *Catalog) Loads() uint64 { return c.loads.Load() }
+
+// Refresh reads catalog_version (migration 0007: a number every change to
+// the sales or their items bumps) and reloads the sales that have not ended
+// more than a day ago when it moved since the last load, or when the last
+// load is a minute old. The version is read before the sales, so a change
+// committed in between is loaded again at the next refresh, never missed.
 func (c *Catalog) Refresh(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var v int64
+	verErr := c.pool.QueryRow(ctx, `SELECT version FROM catalog_version`).Scan(&v)
+	if verErr == nil && c.versioned && v == c.version && c.now().Sub(c.loadedAt) < reloadEvery && c.Loaded() {
+		return nil
+	}
+	started := c.now()
+	if err := c.load(ctx); err != nil {
+		return err
+	}
+	c.version, c.versioned, c.loadedAt = v, verErr == nil, started
+	return nil
+}
+
+// load reads the sales that have not ended more than a day ago.
+func (c *Catalog) load(ctx context.Context) error {
+	c.loads.Add(1)
 	rows, err := c.pool.Query(ctx, `
 		SELECT s.id, s.name, s.starts_at, s.ends_at,
 		       s.queue_enabled, s.queue_draw, s.admission_rate, s.pow_difficulty, s.stock_shards,

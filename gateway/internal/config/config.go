@@ -141,7 +141,7 @@ type Config struct {
 	MaxBodyBytes    int
 	ShutdownTimeout time.Duration
 	Log             logging.Config
-	Profile         profiling.Config // FLASHSALE_CPU_PROFILE
+	Profile         profiling.Config // FLASHSALE_CPU_PROFILE, FLASHSALE_ALLOC_PROFILE
 }
 
 // HTTP is the listeners' configuration (both listeners share it).

@@ -80,7 +80,7 @@ type Config struct {
 	// FLASHSALE_PAYMENT_WEBHOOK_SECRET or _FILE; empty: no webhook endpoint
 	PaymentWebhookSecret Secret
 	Log                  logging.Config   // FLASHSALE_LOG_FORMAT, FLASHSALE_LOG_LEVEL
-	Profile              profiling.Config // FLASHSALE_CPU_PROFILE
+	Profile              profiling.Config // FLASHSALE_CPU_PROFILE, FLASHSALE_ALLOC_PROFILE
 	// KafkaSecurity is TLS and SASL towards the brokers, for every Kafka
 	// client of the service. FLASHSALE_KAFKA_SECURITY_PROTOCOL etc.
 	KafkaSecurity kafkaconf.Security
