@@ -6,11 +6,14 @@
 #   report's directory (default loadtest/out), DEMO_GATEWAYS
 #   gateway processes sharing port 8080 through SO_REUSEPORT (default 1; 2
 #   with FLASHSALE_CLUSTER=1), DEMO_PROFILE a directory for each service's
-#   CPU profile (gateway-0.pprof, ordersvc-0.pprof, ...; default none).
+#   CPU and allocation profiles (gateway-0.pprof, gateway-0.allocs.pprof,
+#   ordersvc-0.pprof, ...; default none), DEMO_BIN the directory of the
+#   gateway, ordersvc and loadtest binaries (default bin/: two builds
+#   compared with benchmarks/cmd/demoruns, 'old:DEMO_BIN=/tmp/old' 'new:').
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 stack="${FLASHSALE_STACK_DIR:-$root/.stack}"
-bin="$root/bin"
+bin="${DEMO_BIN:-$root/bin}"
 mkdir -p "$stack/logs"
 
 # Development secrets (random, generated once under .stack/) and the
