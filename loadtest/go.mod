@@ -11,6 +11,7 @@ require (
 	flashsale/pkg v0.0.0-00010101000000-000000000000
 	flashsale/tools v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.13.0
+	github.com/prometheus/client_model v0.6.3
 	github.com/redis/rueidis v1.0.80
 	github.com/tsenart/vegeta/v12 v12.13.0
 )
@@ -30,7 +31,6 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pandatix/go-abnf v0.5.5 // indirect
 	github.com/prometheus/client_golang v1.23.2 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.74.0 // indirect
 	github.com/prometheus/procfs v0.21.0 // indirect
 	github.com/rs/dnscache v0.0.0-20230804202142-fc85eb664529 // indirect

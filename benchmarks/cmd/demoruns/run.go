@@ -27,6 +27,7 @@ type result struct {
 		P99 float64 `json:"p99"`
 	} `json:"latency_ms"`
 	PublishAckMs struct{ P50, P99 float64 } `json:"publish_ack_ms"`
+	PurchaseMs   struct{ P50, P99 float64 } `json:"gateway_purchase_ms"`
 	SellingCPUMs map[string]float64         `json:"selling_cpu_ms"`
 	StackCPU     float64                    `json:"stack_cpu_per_order_us"`
 	GatewayCPU   float64                    `json:"gateway_cpu_per_order_us"`

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/rueidis"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
@@ -54,6 +55,12 @@ type Report struct {
 	// producer to the broker's acknowledgement (its histogram's p50 and
 	// p99, interpolated within buckets; -1 unknown).
 	PublishAckMs struct{ P50, P99 float64 } `json:"publish_ack_ms"`
+	// PurchaseMs is the gateway's own time for a purchase that reached
+	// Redis, from the reservation to the answer (its histogram's p50 and
+	// p99; -1 unknown). The shopper's latency is this plus the wait for
+	// the gateway to read her request: with more shoppers in flight than
+	// the cores serve, that wait is most of it.
+	PurchaseMs struct{ P50, P99 float64 } `json:"gateway_purchase_ms"`
 	// SellingCPUMs is the CPU time each component of the stack used from the
 	// first request to the last unit sold (read from /proc, 10 ms ticks);
 	// StackCPUPerOrderUs divides the stack's (the load generator excluded)
@@ -390,6 +397,7 @@ func afterSale(ctx context.Context, o Options, c *clients, s sale, accepted map[
 func readGatewayMetrics(ctx context.Context, api *stackapi.Client, adminURL string, rep *Report) {
 	rep.GatewayPeakRSSMiB = -1
 	rep.PublishAckMs.P50, rep.PublishAckMs.P99 = -1, -1
+	rep.PurchaseMs.P50, rep.PurchaseMs.P99 = -1, -1
 	if adminURL == "" {
 		return
 	}
@@ -400,12 +408,18 @@ func readGatewayMetrics(ctx context.Context, api *stackapi.Client, adminURL stri
 	if v, ok := fams.Value("flashsale_gateway_process_peak_resident_memory_bytes"); ok {
 		rep.GatewayPeakRSSMiB = v / (1 << 20)
 	}
-	ack := fams["flashsale_gateway_publish_ack_duration_seconds"]
-	if v, ok := stackapi.HistogramQuantile(ack, 0.5); ok {
-		rep.PublishAckMs.P50 = v * 1000
+	quantilesMs(fams["flashsale_gateway_publish_ack_duration_seconds"], &rep.PublishAckMs.P50, &rep.PublishAckMs.P99)
+	quantilesMs(fams["flashsale_gateway_purchase_duration_seconds"], &rep.PurchaseMs.P50, &rep.PurchaseMs.P99)
+}
+
+// quantilesMs sets p50 and p99, in milliseconds, from a histogram in
+// seconds; each stays as it was when the histogram does not tell.
+func quantilesMs(h *dto.MetricFamily, p50, p99 *float64) {
+	if v, ok := stackapi.HistogramQuantile(h, 0.5); ok {
+		*p50 = v * 1000
 	}
-	if v, ok := stackapi.HistogramQuantile(ack, 0.99); ok {
-		rep.PublishAckMs.P99 = v * 1000
+	if v, ok := stackapi.HistogramQuantile(h, 0.99); ok {
+		*p99 = v * 1000
 	}
 }
 
