@@ -58,6 +58,10 @@ func TestConstraints(t *testing.T) {
 	if err := tx.QueryRow(ctx, `INSERT INTO flash_sale_item (sale_id, product_id, name, price, quantity) VALUES ($1, 'p', 'i', 1, 2) RETURNING id`, sale).Scan(&item); err != nil {
 		t.Fatal(err)
 	}
+	var otherSale int64
+	if err := tx.QueryRow(ctx, `INSERT INTO flash_sale (name, starts_at, ends_at) VALUES ('c2', now(), now() + interval '1 hour') RETURNING id`).Scan(&otherSale); err != nil {
+		t.Fatal(err)
+	}
 	insert := `INSERT INTO flash_sale_order (id, sale_id, item_id, user_id, status, created_at, expires_at)
 	           VALUES (gen_random_uuid(), $1, $2, $3, $4, now(), now() + interval '10 minutes')`
 	tests := []struct {
@@ -73,6 +77,10 @@ func TestConstraints(t *testing.T) {
 		{"sold within quantity", `UPDATE flash_sale_item SET sold = 2 WHERE id = $1`, []any{item}, ""},
 		{"sold above quantity (off by one)", `UPDATE flash_sale_item SET sold = 3 WHERE id = $1`, []any{item}, "23514"},
 		{"negative sold", `UPDATE flash_sale_item SET sold = -1 WHERE id = $1`, []any{item}, "23514"},
+		{"an item of another sale", `INSERT INTO flash_sale_order (id, sale_id, item_id, user_id, status, created_at, expires_at)
+		  SELECT gen_random_uuid(), $1, $2, 'u3', 'PENDING', now(), now() + interval '10 minutes'`, []any{otherSale, item}, "23503"},
+		{"an unknown item", insert, []any{sale, int64(-1), "u4", "PENDING"}, "23503"},
+		{"an unknown sale", insert, []any{int64(-1), item, "u5", "PENDING"}, "23503"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
