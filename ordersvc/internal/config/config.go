@@ -115,7 +115,7 @@ func Load(env pkgconfig.Env, mode Mode) (Config, error) {
 		DLQTopic:            src.String("FLASHSALE_DLQ_TOPIC", "flash-sale-orders.dlq"),
 		ConsumerGroup:       src.String("FLASHSALE_CONSUMER_GROUP", "ordersvc"),
 		BatchSize:           src.Int("FLASHSALE_BATCH_SIZE", 500),
-		BatchWait:           src.Duration("FLASHSALE_BATCH_WAIT", 20*time.Millisecond),
+		BatchWait:           src.Duration("FLASHSALE_BATCH_WAIT", 100*time.Millisecond),
 		JWTKey:              src.Secret("FLASHSALE_JWT_HS256_KEY"),
 		JWTIssuer:           src.String("FLASHSALE_JWT_ISSUER", "flashsale"),
 		Addr:                src.String("FLASHSALE_ORDERSVC_ADDR", "127.0.0.1:8090"),

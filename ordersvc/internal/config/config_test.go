@@ -26,7 +26,7 @@ func TestLoad(t *testing.T) {
 		check   func(t *testing.T, c config.Config)
 	}{
 		{name: "defaults are valid for the tools", mode: config.Tool, check: func(t *testing.T, c config.Config) {
-			if c.BatchSize != 500 || c.BatchWait != 20*time.Millisecond || c.OrdersTopic != "flash-sale-orders" ||
+			if c.BatchSize != 500 || c.BatchWait != 100*time.Millisecond || c.OrdersTopic != "flash-sale-orders" ||
 				c.DLQTopic != "flash-sale-orders.dlq" || c.ConsumerGroup != "ordersvc" || c.Addr != "127.0.0.1:8090" ||
 				c.AdminAddr != "127.0.0.1:8091" || c.ShutdownTimeout != 15*time.Second || c.RelayInterval != 500*time.Millisecond ||
 				c.ExpiryInterval != time.Second || c.ExpiryBatch != 500 || len(c.PaymentWebhookSecret) != 0 ||
