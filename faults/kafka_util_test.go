@@ -243,7 +243,18 @@ func busiestPartition(ctx context.Context, bootstrap, topic string, partitions i
 	for p := range partitions {
 		req[kafka.TopicPartition{Topic: &topic, Partition: int32(p)}] = kafka.LatestOffsetSpec
 	}
-	res, err := ac.ListOffsets(ctx, req)
+	// A new admin client's first request can time out while the machine
+	// is busy ("Failed to query partition leaders: Local: Timed out", its
+	// metadata request cut by socket.timeout.ms): ask again within ctx.
+	var res kafka.ListOffsetsResult
+	for {
+		res, err = ac.ListOffsets(ctx, req)
+		var kerr kafka.Error
+		if err == nil || !errors.As(err, &kerr) || (kerr.Code() != kafka.ErrTimedOut && !kerr.IsRetriable()) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("list offsets of %s: %w", topic, err)
 	}
