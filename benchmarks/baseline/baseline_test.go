@@ -16,7 +16,6 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"flashsale/pkg/auth"
-	"flashsale/pkg/schema"
 	"flashsale/pkg/stock"
 	"flashsale/tools/testenv"
 )
@@ -119,16 +118,8 @@ func crowd(t *testing.T, c *fasthttp.HostClient, saleID, itemID int64, n int) ma
 // The PostgreSQL designs are slow but correct: exactly the stock is sold,
 // a repeat buyer gets 409, and the row counts agree.
 func TestPostgresDesignsSellExactlyTheStock(t *testing.T) {
-	testenv.Require(t, testenv.PostgresAddr())
 	ctx := testenv.Context(t)
-	if err := schema.MigrateDSN(ctx, testenv.PostgresDSN()); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, testenv.PostgresDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testenv.Pool(t)
 	for _, design := range []string{PGUpdate, PGLock} {
 		t.Run(design, func(t *testing.T) {
 			c := serve(t, testConfig(design))

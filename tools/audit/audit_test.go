@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/rueidis"
 
-	"flashsale/pkg/schema"
 	"flashsale/pkg/stock"
 	"flashsale/tools/testenv"
 )
@@ -27,16 +26,9 @@ type fixture struct {
 
 func newFixture(t *testing.T, quantity, sold int) *fixture {
 	t.Helper()
-	testenv.Require(t, testenv.PostgresAddr(), testenv.RedisAddr())
+	testenv.Require(t, testenv.RedisAddr())
 	ctx := testenv.Context(t)
-	if err := schema.MigrateDSN(ctx, testenv.PostgresDSN()); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, testenv.PostgresDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testenv.Pool(t)
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)

@@ -17,9 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/rueidis"
 
 	"flashsale/pkg/redisconn"
+	"flashsale/pkg/schema"
 )
 
 // Defaults match deploy/stack.sh; the FLASHSALE_* variables override them.
@@ -377,4 +379,21 @@ func Root() (string, error) {
 		return "", fmt.Errorf("no go.work in use (GOWORK=%q): run the tests inside the repository with the workspace on", w)
 	}
 	return filepath.Dir(w), nil
+}
+
+// Pool is a connection pool on the local stack's PostgreSQL, migrated to
+// the newest schema, closed when the test ends.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	Require(t, PostgresAddr())
+	ctx := Context(t)
+	if err := schema.MigrateDSN(ctx, PostgresDSN()); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }

@@ -7,22 +7,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"flashsale/pkg/schema"
 	"flashsale/tools/testenv"
 )
 
 func testCatalog(t *testing.T) (*Catalog, *pgxpool.Pool, context.Context) {
 	t.Helper()
-	testenv.Require(t, testenv.PostgresAddr())
 	ctx := testenv.Context(t)
-	if err := schema.MigrateDSN(ctx, testenv.PostgresDSN()); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, testenv.PostgresDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testenv.Pool(t)
 	return New(pool, []byte("0123456789abcdef0123456789abcdef")), pool, ctx
 }
 

@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
-	"flashsale/pkg/schema"
 	"flashsale/pkg/stock"
 	"flashsale/tools/testenv"
 )
@@ -17,16 +15,9 @@ import (
 // order is "unavailable", never "none" (an accepted order may still be on
 // its way, and only Redis knows it).
 func TestFindWhenRedisFails(t *testing.T) {
-	testenv.Require(t, testenv.RedisAddr(), testenv.PostgresAddr())
+	testenv.Require(t, testenv.RedisAddr())
 	ctx := testenv.Context(t)
-	if err := schema.MigrateDSN(ctx, testenv.PostgresDSN()); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, testenv.PostgresDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testenv.Pool(t)
 	var sale, item int64
 	if err := pool.QueryRow(ctx, `INSERT INTO flash_sale (name, starts_at, ends_at) VALUES ($1, now() - interval '1 minute', now() + interval '1 hour') RETURNING id`,
 		t.Name()).Scan(&sale); err != nil {
@@ -95,16 +86,9 @@ func TestFindWhenRedisFails(t *testing.T) {
 //
 //	go test ./internal/holding -run '^$' -bench . -benchmem
 func BenchmarkFind(b *testing.B) {
-	testenv.Require(b, testenv.RedisAddr(), testenv.PostgresAddr())
+	testenv.Require(b, testenv.RedisAddr())
 	ctx := testenv.Context(b)
-	if err := schema.MigrateDSN(ctx, testenv.PostgresDSN()); err != nil {
-		b.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, testenv.PostgresDSN())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
+	pool := testenv.Pool(b)
 	var sale, item int64
 	if err := pool.QueryRow(ctx, `INSERT INTO flash_sale (name, starts_at, ends_at) VALUES ($1, now() - interval '1 minute', now() + interval '1 hour') RETURNING id`,
 		b.Name()).Scan(&sale); err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"flashsale/pkg/event"
-	"flashsale/pkg/schema"
 	"flashsale/tools/testenv"
 )
 
@@ -21,16 +20,8 @@ import (
 // with one item of its own.
 func settleDB(t *testing.T) (pool *pgxpool.Pool, saleID, itemID int64) {
 	t.Helper()
-	testenv.Require(t, testenv.PostgresAddr())
 	ctx := testenv.Context(t)
-	if err := schema.MigrateDSN(ctx, testenv.PostgresDSN()); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, testenv.PostgresDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool = testenv.Pool(t)
 	now := time.Now()
 	if err := pool.QueryRow(ctx, `INSERT INTO flash_sale (name, starts_at, ends_at) VALUES ($1, $2, $3) RETURNING id`,
 		fmt.Sprintf("%.150s-%d", t.Name(), now.UnixNano()), now.Add(-time.Minute), now.Add(time.Hour)).Scan(&saleID); err != nil {

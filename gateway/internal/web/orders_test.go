@@ -12,14 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/rueidis"
 
 	"flashsale/gateway/internal/catalog"
 	"flashsale/gateway/internal/httpapi"
 	"flashsale/gateway/internal/queue"
 	"flashsale/gateway/internal/ratelimit"
-	"flashsale/pkg/schema"
 	"flashsale/tools/testenv"
 )
 
@@ -88,16 +86,8 @@ func (f *fakeOrdersvc) addr() string { return strings.TrimPrefix(f.srv.URL, "htt
 // reads it into a catalog.
 func queuedSale(t *testing.T) (*catalog.Catalog, int64, int64) {
 	t.Helper()
-	testenv.Require(t, testenv.PostgresAddr())
 	ctx := testenv.Context(t)
-	if err := schema.MigrateDSN(ctx, testenv.PostgresDSN()); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, testenv.PostgresDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testenv.Pool(t)
 	var sale, item int64
 	if err := pool.QueryRow(ctx, `INSERT INTO flash_sale (name, starts_at, ends_at, queue_enabled, admission_rate)
 		VALUES ($1, now() + interval '1 minute', now() + interval '1 hour', true, 25) RETURNING id`, t.Name()).Scan(&sale); err != nil {
