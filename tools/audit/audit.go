@@ -117,7 +117,7 @@ func readItems(ctx context.Context, pool *pgxpool.Pool, st *stock.Store, saleID 
 		SELECT i.id, i.quantity, i.sold,
 		       count(o.id) FILTER (WHERE o.status IN ('PENDING', 'PAID')),
 		       count(o.id) FILTER (WHERE o.status = 'REJECTED')
-		FROM flash_sale_item i LEFT JOIN flash_sale_order o ON o.item_id = i.id
+		FROM flash_sale_item i LEFT JOIN flash_sale_order o ON o.sale_id = i.sale_id AND o.item_id = i.id
 		WHERE i.sale_id = $1 GROUP BY i.id ORDER BY i.id`, saleID)
 	if err != nil {
 		return nil, fmt.Errorf("items: %w", err)

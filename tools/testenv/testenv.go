@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/rueidis"
 
@@ -396,4 +397,42 @@ func Pool(t testing.TB) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// FreshDatabase creates an empty database on the local PostgreSQL for one
+// test, dropped when the test ends, and returns its connection string: for
+// a test that needs a table and its planner statistics to itself. The
+// local stack's role may create databases; another needs CREATEDB.
+func FreshDatabase(t testing.TB) string {
+	t.Helper()
+	Require(t, PostgresAddr())
+	ctx := Context(t)
+	name := fmt.Sprintf("flashsale_test_%d", time.Now().UnixNano())
+	conn, err := pgx.Connect(ctx, PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, PostgresDSN())
+		if err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }

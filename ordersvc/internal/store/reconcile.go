@@ -42,7 +42,7 @@ func (s *Store) ActiveState(ctx context.Context, saleID int64) (ActiveState, err
 		st.Items, err = collect(ctx, tx, "count active orders", pgx.RowToStructByPos[ItemCount], `
 			SELECT i.id, i.quantity, count(o.id)
 			FROM flash_sale_item i
-			LEFT JOIN flash_sale_order o ON o.item_id = i.id AND o.status IN ('PENDING', 'PAID')
+			LEFT JOIN flash_sale_order o ON o.sale_id = i.sale_id AND o.item_id = i.id AND o.status IN ('PENDING', 'PAID')
 			WHERE i.sale_id = $1
 			GROUP BY i.id ORDER BY i.id`, saleID)
 		if err != nil {

@@ -19,8 +19,8 @@ type ItemStatusCounts struct {
 }
 
 // OrdersByStatus counts a sale's orders by item and status in one query.
-// The count reads the sale's orders through the (sale_id, status) index
-// (flash_sale_order_sale_status; a join on item_id alone let the planner
+// The count reads the sale's orders through the (sale_id) index
+// (flash_sale_order_sale; a join on item_id alone let the planner
 // hash-join a sequential scan of every sale's orders): 29 ms for a sale of
 // 100,000 orders on the development database. The (item_id, status) index
 // it used before cost every order an index insert (migration 0008). Items
