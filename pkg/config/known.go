@@ -107,6 +107,7 @@ var known = map[string]variable{
 	"FLASHSALE_CONSUMER_GROUP":                {readers: Ordersvc},
 	"FLASHSALE_BATCH_SIZE":                    {readers: Ordersvc},
 	"FLASHSALE_BATCH_WAIT":                    {readers: Ordersvc},
+	"FLASHSALE_FETCH_WAIT":                    {readers: Ordersvc},
 	"FLASHSALE_RELAY_INTERVAL":                {readers: Ordersvc},
 	"FLASHSALE_EXPIRY_INTERVAL":               {readers: Ordersvc},
 	"FLASHSALE_EXPIRY_BATCH":                  {readers: Ordersvc},

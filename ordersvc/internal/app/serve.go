@@ -125,7 +125,7 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 	}
 	cons, err := consumer.New(consumer.Config{
 		Brokers: cfg.KafkaBrokers, Topic: cfg.OrdersTopic, DLQTopic: cfg.DLQTopic, Group: cfg.ConsumerGroup,
-		BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, ShutdownTimeout: cfg.ShutdownTimeout, Security: cfg.KafkaSecurity,
+		BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, FetchWait: cfg.FetchWait, ShutdownTimeout: cfg.ShutdownTimeout, Security: cfg.KafkaSecurity,
 	}, st, stk, rl, log.With("component", "consumer"), m)
 	if err != nil {
 		return nil, err

@@ -49,6 +49,7 @@ type Config struct {
 	ConsumerGroup       string        // FLASHSALE_CONSUMER_GROUP
 	BatchSize           int           // FLASHSALE_BATCH_SIZE
 	BatchWait           time.Duration // FLASHSALE_BATCH_WAIT
+	FetchWait           time.Duration // FLASHSALE_FETCH_WAIT
 	JWTKey              Secret        // FLASHSALE_JWT_HS256_KEY or _FILE
 	JWTIssuer           string        // FLASHSALE_JWT_ISSUER
 	Addr                string        // FLASHSALE_ORDERSVC_ADDR, public API
@@ -115,7 +116,8 @@ func Load(env pkgconfig.Env, mode Mode) (Config, error) {
 		DLQTopic:            src.String("FLASHSALE_DLQ_TOPIC", "flash-sale-orders.dlq"),
 		ConsumerGroup:       src.String("FLASHSALE_CONSUMER_GROUP", "ordersvc"),
 		BatchSize:           src.Int("FLASHSALE_BATCH_SIZE", 500),
-		BatchWait:           src.Duration("FLASHSALE_BATCH_WAIT", 100*time.Millisecond),
+		BatchWait:           src.Duration("FLASHSALE_BATCH_WAIT", 20*time.Millisecond),
+		FetchWait:           src.Duration("FLASHSALE_FETCH_WAIT", 100*time.Millisecond),
 		JWTKey:              src.Secret("FLASHSALE_JWT_HS256_KEY"),
 		JWTIssuer:           src.String("FLASHSALE_JWT_ISSUER", "flashsale"),
 		Addr:                src.String("FLASHSALE_ORDERSVC_ADDR", "127.0.0.1:8090"),
@@ -244,6 +246,9 @@ func (c Config) checkBatches(p *problems) {
 	}
 	if c.BatchWait <= 0 || c.BatchWait > 10*time.Second {
 		p.add("FLASHSALE_BATCH_WAIT", "want > 0 and <= 10s, got %s", c.BatchWait)
+	}
+	if c.FetchWait < time.Millisecond || c.FetchWait > 10*time.Second {
+		p.add("FLASHSALE_FETCH_WAIT", "want >= 1ms and <= 10s, got %s", c.FetchWait)
 	}
 	if c.ExpiryBatch < 1 || c.ExpiryBatch > 10000 {
 		p.add("FLASHSALE_EXPIRY_BATCH", "want 1..10000, got %d", c.ExpiryBatch)

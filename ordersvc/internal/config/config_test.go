@@ -26,7 +26,7 @@ func TestLoad(t *testing.T) {
 		check   func(t *testing.T, c config.Config)
 	}{
 		{name: "defaults are valid for the tools", mode: config.Tool, check: func(t *testing.T, c config.Config) {
-			if c.BatchSize != 500 || c.BatchWait != 100*time.Millisecond || c.OrdersTopic != "flash-sale-orders" ||
+			if c.BatchSize != 500 || c.BatchWait != 20*time.Millisecond || c.FetchWait != 100*time.Millisecond || c.OrdersTopic != "flash-sale-orders" ||
 				c.DLQTopic != "flash-sale-orders.dlq" || c.ConsumerGroup != "ordersvc" || c.Addr != "127.0.0.1:8090" ||
 				c.AdminAddr != "127.0.0.1:8091" || c.ShutdownTimeout != 15*time.Second || c.RelayInterval != 500*time.Millisecond ||
 				c.ExpiryInterval != time.Second || c.ExpiryBatch != 500 || len(c.PaymentWebhookSecret) != 0 ||
@@ -45,12 +45,12 @@ func TestLoad(t *testing.T) {
 		{name: "short secrets", mode: config.Serve, env: map[string]string{"FLASHSALE_JWT_HS256_KEY": "short", "FLASHSALE_ADMIN_TOKEN": "short"},
 			wantErr: []string{"FLASHSALE_JWT_HS256_KEY", "FLASHSALE_ADMIN_TOKEN"}},
 		{name: "every bad value at once", mode: config.Tool, env: map[string]string{
-			"FLASHSALE_BATCH_SIZE": "0", "FLASHSALE_BATCH_WAIT": "soon", "FLASHSALE_REDIS_ADDR": "nohost",
+			"FLASHSALE_BATCH_SIZE": "0", "FLASHSALE_BATCH_WAIT": "soon", "FLASHSALE_FETCH_WAIT": "100us", "FLASHSALE_REDIS_ADDR": "nohost",
 			"FLASHSALE_PG_DSN": "mysql://x", "FLASHSALE_DLQ_TOPIC": "flash-sale-orders", "FLASHSALE_LOG_LEVEL": "loud",
 			"FLASHSALE_EXPIRY_INTERVAL": "0s", "FLASHSALE_EXPIRY_BATCH": "0",
 			"FLASHSALE_RECONCILE_CATCHUP_TIMEOUT": "-1s", "FLASHSALE_RECONCILE_INTERVAL": "10ms", "FLASHSALE_LAG_INTERVAL": "0s",
 			"FLASHSALE_INFLIGHT_WINDOW": "500ms", "FLASHSALE_ABANDON_INTERVAL": "10ms"},
-			wantErr: []string{"FLASHSALE_BATCH_SIZE", "FLASHSALE_BATCH_WAIT", "FLASHSALE_REDIS_ADDR", "FLASHSALE_PG_DSN", "FLASHSALE_DLQ_TOPIC", "FLASHSALE_LOG_LEVEL",
+			wantErr: []string{"FLASHSALE_BATCH_SIZE", "FLASHSALE_BATCH_WAIT", "FLASHSALE_FETCH_WAIT", "FLASHSALE_REDIS_ADDR", "FLASHSALE_PG_DSN", "FLASHSALE_DLQ_TOPIC", "FLASHSALE_LOG_LEVEL",
 				"FLASHSALE_EXPIRY_INTERVAL", "FLASHSALE_EXPIRY_BATCH",
 				"FLASHSALE_RECONCILE_CATCHUP_TIMEOUT", "FLASHSALE_RECONCILE_INTERVAL", "FLASHSALE_LAG_INTERVAL",
 				"FLASHSALE_INFLIGHT_WINDOW", "FLASHSALE_ABANDON_INTERVAL"}},

@@ -55,7 +55,8 @@ type Config struct {
 	DLQTopic        string
 	Group           string
 	BatchSize       int
-	BatchWait       time.Duration
+	BatchWait       time.Duration      // a batch's first message waits at most this for the rest
+	FetchWait       time.Duration      // the broker holds a fetch with less than a batch at most this
 	ShutdownTimeout time.Duration      // how long the in-flight batch may take after ctx ends
 	Security        kafkaconf.Security // TLS and SASL towards the brokers
 }
@@ -117,10 +118,11 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 		// and this service CPU the sale's purchases compete for. An idle
 		// consumer fetches once per wait: on the local stack each empty
 		// fetch cost the broker about a millisecond of CPU, 60 ms a second
-		// at a 20 ms wait (the default until FLASHSALE_BATCH_WAIT became
-		// 100 ms).
+		// at 20 ms (FLASHSALE_BATCH_WAIT, which this wait was until
+		// FLASHSALE_FETCH_WAIT), 20 ms a second at 100 ms. A sale's last
+		// orders wait for both at most: the fetch, then the batch.
 		"fetch.min.bytes":        fetchMinBytes(cfg.BatchSize),
-		"fetch.wait.max.ms":      max(1, int(cfg.BatchWait/time.Millisecond)),
+		"fetch.wait.max.ms":      max(1, int(cfg.FetchWait/time.Millisecond)),
 		"go.logs.channel.enable": true,
 	}
 	cfg.Security.Apply(consumerCfg)
