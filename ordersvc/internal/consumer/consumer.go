@@ -112,7 +112,7 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 		// past it the group moves our partitions and redelivery is harmless.
 		"max.poll.interval.ms": 300000,
 		// The broker holds a fetch until it has about a batch's worth of
-		// events or the batch wait has passed. librdkafka's default
+		// events or the fetch wait has passed. librdkafka's default
 		// (answer as soon as one byte is there) makes a fetch per handful
 		// of orders while a sale streams in, and each costs the broker
 		// and this service CPU the sale's purchases compete for. An idle
