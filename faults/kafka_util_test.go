@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -11,6 +12,21 @@ import (
 	"flashsale/pkg/event"
 	"flashsale/tools/testenv"
 )
+
+// askAgain calls f until it succeeds, or fails with other than a retriable
+// Kafka error or one of the transient codes, or the deadline or ctx ends
+// the retries, pausing 200 ms between calls; it returns f's last error.
+func askAgain(ctx context.Context, deadline time.Time, f func() error, transient ...kafka.ErrorCode) error {
+	for {
+		err := f()
+		var kerr kafka.Error
+		if err == nil || !errors.As(err, &kerr) || !(kerr.IsRetriable() || slices.Contains(transient, kerr.Code())) ||
+			time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
 
 // quiet keeps librdkafka's own logging out of the test output.
 func quiet(m kafka.ConfigMap) *kafka.ConfigMap {
@@ -164,15 +180,10 @@ func committed(topic, group string) (map[int32]int64, error) {
 	// Right after a broker restart the group's coordinator answers
 	// NOT_COORDINATOR (or is loading) for a moment: ask again.
 	var got []kafka.TopicPartition
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	err = askAgain(context.Background(), time.Now().Add(15*time.Second), func() (err error) {
 		got, err = c.Committed(tps, 5000)
-		var kerr kafka.Error
-		if err == nil || !errors.As(err, &kerr) || time.Now().After(deadline) ||
-			(kerr.Code() != kafka.ErrNotCoordinator && kerr.Code() != kafka.ErrCoordinatorLoadInProgress &&
-				kerr.Code() != kafka.ErrCoordinatorNotAvailable && !kerr.IsRetriable()) {
-			break
-		}
-	}
+		return err
+	}, kafka.ErrNotCoordinator, kafka.ErrCoordinatorLoadInProgress, kafka.ErrCoordinatorNotAvailable)
 	if err != nil {
 		return nil, err
 	}
@@ -247,14 +258,11 @@ func busiestPartition(ctx context.Context, bootstrap, topic string, partitions i
 	// is busy ("Failed to query partition leaders: Local: Timed out", its
 	// metadata request cut by socket.timeout.ms): ask again within ctx.
 	var res kafka.ListOffsetsResult
-	for {
+	deadline, _ := ctx.Deadline()
+	err = askAgain(ctx, deadline, func() (err error) {
 		res, err = ac.ListOffsets(ctx, req)
-		var kerr kafka.Error
-		if err == nil || !errors.As(err, &kerr) || (kerr.Code() != kafka.ErrTimedOut && !kerr.IsRetriable()) || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	}, kafka.ErrTimedOut)
 	if err != nil {
 		return 0, 0, fmt.Errorf("list offsets of %s: %w", topic, err)
 	}
