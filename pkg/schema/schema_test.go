@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"flashsale/pkg/schema"
 	"flashsale/tools/testenv"
@@ -36,17 +37,9 @@ func TestMigrateConcurrentlyAndTwice(t *testing.T) {
 
 // The constraints are the safety net under Redis: check they bite.
 func TestConstraints(t *testing.T) {
-	testenv.Require(t, testenv.PostgresAddr())
 	ctx := testenv.Context(t)
-	if err := schema.MigrateDSN(ctx, testenv.PostgresDSN()); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, testenv.PostgresDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
+	pool := testenv.Pool(t)
+	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,21 +105,8 @@ func TestConstraints(t *testing.T) {
 // shows bumps catalog_version, and the order service's sold updates do not
 // (gateways would reload the catalog on every consumer batch).
 func TestCatalogVersion(t *testing.T) {
-	testenv.Require(t, testenv.PostgresAddr())
-	ctx := testenv.Context(t)
-	if err := schema.MigrateDSN(ctx, testenv.PostgresDSN()); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, testenv.PostgresDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	steps := []struct {
-		name string
-		sql  string
-		bump bool
-	}{
+	pool := testenv.Pool(t)
+	steps := []catalogStep{
 		{"sale created", `INSERT INTO flash_sale (name, starts_at, ends_at) VALUES ('v', now(), now() + interval '1 hour')`, true},
 		{"item added", `INSERT INTO flash_sale_item (sale_id, product_id, name, price, quantity)
 			SELECT max(id), 'p', 'i', 1, 5 FROM flash_sale`, true},
@@ -143,7 +123,7 @@ func TestCatalogVersion(t *testing.T) {
 	// the only ones it sees, whatever other tests commit meanwhile. One
 	// that commits a bump first makes ours fail to serialize: run again.
 	for attempt := 1; ; attempt++ {
-		err := catalogVersionSteps(t, conn, steps)
+		err := catalogVersionSteps(t, pool, steps)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "40001" && attempt < 10 {
 			continue
@@ -155,13 +135,16 @@ func TestCatalogVersion(t *testing.T) {
 	}
 }
 
-func catalogVersionSteps(t *testing.T, conn *pgx.Conn, steps []struct {
+// catalogStep is a statement and whether it must bump catalog_version.
+type catalogStep struct {
 	name string
 	sql  string
 	bump bool
-}) error {
+}
+
+func catalogVersionSteps(t *testing.T, pool *pgxpool.Pool, steps []catalogStep) error {
 	ctx := testenv.Context(t)
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
 		return err
 	}
