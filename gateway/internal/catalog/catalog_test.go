@@ -64,7 +64,7 @@ func TestRefreshLoadsOnlyWhenTheVersionMoved(t *testing.T) {
 		t.Fatal("every refresh loaded: the version kept moving, or the refresh ignores it")
 	}
 
-	// A new sale, an operator's change and a consumer's sold update.
+	// A new sale, then an operator's change to it and to its item.
 	sale, item := createSale(t, ctx, pool)
 	if err := c.Refresh(ctx); err != nil {
 		t.Fatal(err)
