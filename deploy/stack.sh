@@ -48,6 +48,7 @@ environment (defaults in brackets; the ports' defaults are deploy/stack.env's):
                                proxied listeners +20/+30 [$(stack_env FLASHSALE_KAFKA_CLUSTER_PORT)]
   FLASHSALE_KAFKA_PARTITIONS   partitions of the flash-sale topics and of auto-created ones [$(stack_env FLASHSALE_KAFKA_PARTITIONS)]
   FLASHSALE_KAFKA_HEAP         JVM heap flags of each Kafka node [-Xms256m -Xmx1g]
+  FLASHSALE_KAFKA_JVM_FLAGS    other JVM flags of each Kafka node [-XX:TieredStopAtLevel=1]
   FLASHSALE_KAFKA_WAIT         seconds to wait for Kafka to list its brokers [120]
   KAFKA_HOME                   an Apache Kafka 4.x distribution to run instead of Maven Central's jars
   FLASHSALE_STACK_WAIT         seconds to wait for a service to answer [60]

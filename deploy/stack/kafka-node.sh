@@ -27,6 +27,15 @@ KAFKA_PARTITIONS="$FLASHSALE_KAFKA_PARTITIONS"
 # data lives in the page cache, not the heap); four of them run during
 # make test. Production brokers get 6 GiB (deploy/README.md).
 KAFKA_HEAP="${FLASHSALE_KAFKA_HEAP:--Xms256m -Xmx1g}"
+# The JIT stops at C1. On a machine where the broker shares two cores with
+# everything a sale runs, C2's compiler thread cost 300-1,600 ms of CPU per
+# 10,000-order demo, still after many demos (it kept recompiling), more
+# than the request handlers' 400 ms. C1's code is a little slower in the
+# handlers but its compiles are done within the first sale; broker CPU
+# while selling fell from a median of about 690 to 410 ms
+# (benchmarks/README.md, "The broker's JIT"). A production broker on its
+# own cores keeps the JVM's default: FLASHSALE_KAFKA_JVM_FLAGS=' '.
+KAFKA_JVM_FLAGS="${FLASHSALE_KAFKA_JVM_FLAGS:--XX:TieredStopAtLevel=1}"
 KAFKA_WAIT="${FLASHSALE_KAFKA_WAIT:-120}"
 KAFKA_CLUSTER_NODES=3
 
@@ -246,7 +255,7 @@ kafka_node_start() { # NAME CLUSTER_ID
 	# pid_alive. GC settings are those of Kafka's own kafka-run-class.sh.
 	# shellcheck disable=SC2086
 	setsid nohup java $KAFKA_HEAP -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
-		-XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
+		-XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent $KAFKA_JVM_FLAGS \
 		-Djava.awt.headless=true "-Dflashsale.kafka=$name" \
 		-Dlog4j2.configurationFile="$ROOT/deploy/kafka/log4j2.properties" -Dkafka.logs.dir="$dir" \
 		-cp "$(kafka_libs)/*" kafka.Kafka "$dir/server.properties" \

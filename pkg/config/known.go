@@ -129,6 +129,7 @@ var known = map[string]variable{
 	"FLASHSALE_KAFKA_CLUSTER_PORT": {readers: Stack},
 	"FLASHSALE_KAFKA_PARTITIONS":   {readers: Stack},
 	"FLASHSALE_KAFKA_HEAP":         {readers: Stack},
+	"FLASHSALE_KAFKA_JVM_FLAGS":    {readers: Stack},
 	"FLASHSALE_KAFKA_WAIT":         {readers: Stack},
 	"FLASHSALE_CLUSTER":            {readers: Stack},
 	"FLASHSALE_REDIS_CLUSTER":      {readers: Stack},
