@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -295,5 +296,48 @@ func TestGetSaleNotFound(t *testing.T) {
 	}
 	if _, err := st.GetOrder(testenv.Context(t), uuid.New()); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("got %v, want ErrNotFound", err)
+	}
+}
+
+// OrdersAmong answers the same whether it reads the sale's order ids or
+// probes each id: every status counts as a row, and neither an order of
+// another sale nor an id with no row is in the answer.
+func TestOrdersAmong(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	pool := testdb.Pool(t)
+	st := store.New(pool)
+	sale, other := testdb.Sale(t, st, 5), testdb.Sale(t, st, 5)
+	placed := func(s store.Sale, user string) uuid.UUID {
+		t.Helper()
+		id := uuid.Must(uuid.NewV7())
+		if _, err := st.PersistBatch(ctx, []event.OrderPlaced{{Version: event.Version, OrderID: id, SaleID: s.ID,
+			ItemID: s.Items[0].ID, UserID: user, PlacedAt: time.Now()}}); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	pending, paid := placed(sale, "pending"), placed(sale, "paid")
+	if _, err := st.Pay(ctx, paid, "paid", "payment-1"); err != nil {
+		t.Fatal(err)
+	}
+	expired := placed(sale, "expired")
+	if _, err := pool.Exec(ctx, `UPDATE flash_sale_order SET status = 'EXPIRED', closed_at = now() WHERE id = $1`, expired); err != nil {
+		t.Fatal(err)
+	}
+	unasked := placed(sale, "unasked")
+	elsewhere := placed(other, "elsewhere")
+	nowhere := uuid.Must(uuid.NewV7())
+	asked := []uuid.UUID{pending, paid, expired, elsewhere, nowhere}
+	want := map[uuid.UUID]struct{}{pending: {}, paid: {}, expired: {}}
+	for _, scan := range []bool{false, true} {
+		got, err := st.OrdersAmong(ctx, sale.ID, asked, scan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("sale scan %v: %v, want %v (pending %s, paid %s; not %s of another sale, %s never placed, %s not asked)",
+				scan, got, want, pending, paid, elsewhere, nowhere, unasked)
+		}
 	}
 }
