@@ -273,11 +273,19 @@ func (g *Gateway) Serve(ctx context.Context) error {
 // ServeListeners serves on given listeners (tests pass their own).
 func (g *Gateway) ServeListeners(ctx context.Context, pub, adm net.Listener) error {
 	g.log.Info("gateway listening", "public", pub.Addr().String(), "admin", adm.Addr().String())
+	// The producer's events are read until Close ends them, not until ctx
+	// does: purchases still in flight during the shutdown wait for
+	// delivery reports, which the client cannot hand out while its events
+	// channel is full.
+	drained := make(chan struct{})
+	go func(pub *publish.Producer) {
+		defer close(drained)
+		g.drainProducerEvents(pub)
+	}(g.producer)
 	eg, ctx := errgroup.WithContext(ctx)
 	eg.Go(func() error { return g.public.Serve(pub) })
 	eg.Go(func() error { return g.admin.Serve(adm) })
 	eg.Go(func() error { return g.watcher.Run(ctx, g.cfg.CatalogRefresh, g.cfg.StockPoll) })
-	eg.Go(func() error { g.drainProducerEvents(ctx); return nil })
 	eg.Go(func() error { g.runAdmission(ctx); return nil })
 	eg.Go(func() error { g.api.Buyer.RunRetries(ctx); return nil })
 	eg.Go(func() error { g.api.Buyer.RunSettles(ctx); return nil })
@@ -288,6 +296,7 @@ func (g *Gateway) ServeListeners(ctx context.Context, pub, adm net.Listener) err
 	})
 	err := eg.Wait()
 	g.Close()
+	<-drained
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -349,17 +358,12 @@ func (g *Gateway) refreshBypass(ctx context.Context) {
 	g.api.SetBypass(append(users, *g.configBypass.Load()...))
 }
 
-func (g *Gateway) drainProducerEvents(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev := <-g.producer.Events():
-			if e, ok := ev.(kafka.Error); ok && (e.IsFatal() || e.Code() == kafka.ErrAllBrokersDown) {
-				g.log.Warn("kafka producer", "err", e)
-				if e.Code() == kafka.ErrAllBrokersDown {
-					g.producer.BrokersDown()
-				}
+func (g *Gateway) drainProducerEvents(pub *publish.Producer) {
+	for ev := range pub.Events() {
+		if e, ok := ev.(kafka.Error); ok && (e.IsFatal() || e.Code() == kafka.ErrAllBrokersDown) {
+			g.log.Warn("kafka producer", "err", e)
+			if e.Code() == kafka.ErrAllBrokersDown {
+				pub.BrokersDown()
 			}
 		}
 	}

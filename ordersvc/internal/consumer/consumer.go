@@ -137,6 +137,12 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 		"enable.idempotence":     true,
 		"linger.ms":              5,
 		"go.logs.channel.enable": true,
+		// The client's defaults buffer a million events and a million
+		// messages for ProduceChannel (unused here): 23 MB of pointers
+		// that every garbage collection scanned. forwardLogs reads the
+		// events.
+		"go.events.channel.size":  1000,
+		"go.produce.channel.size": 0,
 	}
 	cfg.Security.Apply(producerCfg)
 	kp, err := kafka.NewProducer(&producerCfg)
@@ -235,18 +241,28 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return flush()
 }
 
-// forwardLogs forwards librdkafka's logs to the service log until Close
-// closes both clients' log channels. Call the function it returns (after
-// Close, which it calls) to wait for the last line.
+// forwardLogs forwards librdkafka's logs to the service log, and reads the
+// dead-letter producer's events, until Close closes the clients' channels.
+// Those events are errors only (each delivery report goes to its Produce
+// call's own channel), which librdkafka logs as well; they are read so
+// that the client never blocks on a full channel. Call the function it
+// returns (it calls Close) to wait for the last line.
 func (c *Consumer) forwardLogs() (closeAndWait func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		forwardLogs(c.log, c.consumer.Logs(), c.producer.Logs())
 	}()
+	drained := make(chan struct{})
+	go func(events chan kafka.Event) {
+		defer close(drained)
+		for range events {
+		}
+	}(c.producer.Events())
 	return func() {
 		c.Close()
 		<-done
+		<-drained
 	}
 }
 
