@@ -30,7 +30,7 @@ KAFKA_HEAP="${FLASHSALE_KAFKA_HEAP:--Xms256m -Xmx1g}"
 # The JIT stops at C1. On a machine where the broker shares two cores with
 # everything a sale runs, C2's compiler thread cost 300-1,600 ms of CPU per
 # 10,000-order demo, still after many demos (it kept recompiling), more
-# than the request handlers' 400 ms. C1's code is a little slower in the
+# than the request handlers' 450 ms. C1's code is a little slower in the
 # handlers but its compiles are done within the first sale; broker CPU
 # while selling fell from a median of about 690 to 410 ms
 # (benchmarks/README.md, "The broker's JIT"). A production broker on its

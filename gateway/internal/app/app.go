@@ -278,9 +278,9 @@ func (g *Gateway) ServeListeners(ctx context.Context, pub, adm net.Listener) err
 	// delivery reports, which the client cannot hand out while its events
 	// channel is full.
 	drained := make(chan struct{})
-	go func(pub *publish.Producer) {
+	go func(producer *publish.Producer) {
 		defer close(drained)
-		g.drainProducerEvents(pub)
+		g.drainProducerEvents(producer)
 	}(g.producer)
 	eg, ctx := errgroup.WithContext(ctx)
 	eg.Go(func() error { return g.public.Serve(pub) })
@@ -358,12 +358,12 @@ func (g *Gateway) refreshBypass(ctx context.Context) {
 	g.api.SetBypass(append(users, *g.configBypass.Load()...))
 }
 
-func (g *Gateway) drainProducerEvents(pub *publish.Producer) {
-	for ev := range pub.Events() {
+func (g *Gateway) drainProducerEvents(producer *publish.Producer) {
+	for ev := range producer.Events() {
 		if e, ok := ev.(kafka.Error); ok && (e.IsFatal() || e.Code() == kafka.ErrAllBrokersDown) {
 			g.log.Warn("kafka producer", "err", e)
 			if e.Code() == kafka.ErrAllBrokersDown {
-				pub.BrokersDown()
+				producer.BrokersDown()
 			}
 		}
 	}
