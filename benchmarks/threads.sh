@@ -26,7 +26,7 @@ fi
 
 # snapshot: "tid<TAB>name<TAB>ticks" for every thread (utime + stime).
 snapshot() {
-	local t stat name rest
+	local t stat name rest f
 	for t in /proc/"$target"/task/*; do
 		stat="$(cat "$t/stat" 2>/dev/null)" || continue
 		name="${stat#*(}"

@@ -84,34 +84,28 @@ func (s *Store) OrdersAmong(ctx context.Context, saleID int64, ids []uuid.UUID, 
 	if len(ids) == 0 {
 		return out, nil
 	}
-	if !saleScan {
-		rows, err := s.pool.Query(ctx, `SELECT id FROM flash_sale_order WHERE id = ANY($1::uuid[]) AND sale_id = $2`, uuidArray(ids), saleID)
-		if err != nil {
-			return nil, fmt.Errorf("look up %d orders of sale %d: %w", len(ids), saleID, err)
+	query, args := `SELECT id FROM flash_sale_order WHERE id = ANY($1::uuid[]) AND sale_id = $2`, []any{uuidArray(ids), saleID}
+	var asked map[uuid.UUID]struct{} // nil: every row read was asked about
+	if saleScan {
+		query, args = `SELECT id FROM flash_sale_order WHERE sale_id = $1`, []any{saleID}
+		asked = make(map[uuid.UUID]struct{}, len(ids))
+		for _, id := range ids {
+			asked[id] = struct{}{}
 		}
-		var id uuid.UUID
-		if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { out[id] = struct{}{}; return nil }); err != nil {
-			return nil, fmt.Errorf("look up %d orders of sale %d: %w", len(ids), saleID, err)
-		}
-		return out, nil
 	}
-	asked := make(map[uuid.UUID]struct{}, len(ids))
-	for _, id := range ids {
-		asked[id] = struct{}{}
-	}
-	rows, err := s.pool.Query(ctx, `SELECT id FROM flash_sale_order WHERE sale_id = $1`, saleID)
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read order ids of sale %d: %w", saleID, err)
+		return nil, fmt.Errorf("look up %d orders of sale %d: %w", len(ids), saleID, err)
 	}
 	var id uuid.UUID
 	_, err = pgx.ForEachRow(rows, []any{&id}, func() error {
-		if _, ok := asked[id]; ok {
+		if _, ok := asked[id]; ok || asked == nil {
 			out[id] = struct{}{}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read order ids of sale %d: %w", saleID, err)
+		return nil, fmt.Errorf("look up %d orders of sale %d: %w", len(ids), saleID, err)
 	}
 	return out, nil
 }

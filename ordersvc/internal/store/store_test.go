@@ -318,7 +318,7 @@ func TestOrdersAmong(t *testing.T) {
 		return id
 	}
 	pending, paid := placed(sale, "pending"), placed(sale, "paid")
-	if _, err := st.Pay(ctx, paid, "paid", "payment-1"); err != nil {
+	if _, err := st.Pay(ctx, paid, "paid", "payment-"+paid.String()); err != nil { // references are unique across runs
 		t.Fatal(err)
 	}
 	expired := placed(sale, "expired")
