@@ -223,6 +223,7 @@ type Meta struct {
 	Stock       int
 	Connections int
 	Workers     uint64
+	Client      string        // the generator's HTTP client
 	Bound       time.Duration // per attack
 	PGConns     int
 	Rounds      int // of the sold-out scenario
@@ -254,8 +255,8 @@ func fmtRatio(v float64) string {
 func Markdown(w io.Writer, m Meta, rows []Row, ratios []Ratio) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## flashsale benchmark, %s\n\n", m.When.UTC().Format(time.RFC3339))
-	fmt.Fprintf(&b, "%s; crowd of %d distinct shoppers (one request each), %d connections / %d workers, every attack bounded to %s; sold-out scenario: median of %d alternating rounds; selling: stock %d, one round; pg-* pool %d connections.\n\n",
-		m.Machine, m.Shoppers, m.Connections, m.Workers, m.Bound, m.Rounds, m.Stock, m.PGConns)
+	fmt.Fprintf(&b, "%s; crowd of %d distinct shoppers (one request each), %d connections / %d workers (%s client), every attack bounded to %s; sold-out scenario: median of %d alternating rounds; selling: stock %d, one round; pg-* pool %d connections.\n\n",
+		m.Machine, m.Shoppers, m.Connections, m.Workers, m.Client, m.Bound, m.Rounds, m.Stock, m.PGConns)
 	if m.Command != "" {
 		fmt.Fprintf(&b, "Command: `%s`\n\n", m.Command)
 	}

@@ -12,6 +12,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"flashsale/tools/crowd"
+	"flashsale/tools/herd"
 	"flashsale/tools/outcome"
 )
 
@@ -38,11 +39,8 @@ func (t *tallied) counts() map[string]int {
 // attack sends the crowd at one target. soldOut, when not nil, is called
 // once, at the answer that accepts the quantity-th order.
 func (r *runner) attack(ctx context.Context, name, baseURL, purchasePath string, items []int64, quantity int, soldOut func()) *tallied {
-	atk := vegeta.NewAttacker(
-		vegeta.Connections(r.o.Connections), vegeta.MaxConnections(r.o.Connections),
-		vegeta.Workers(r.o.Workers), vegeta.MaxWorkers(r.o.Workers),
-		vegeta.Timeout(r.o.Timeout), vegeta.KeepAlive(true), vegeta.MaxBody(1024),
-	)
+	atk := herd.New(herd.Options{Connections: r.o.Connections, Workers: r.o.Workers, MaxWorkers: r.o.Workers,
+		Timeout: r.o.Timeout, MaxBody: 1024, Client: r.o.Client})
 	pacer := crowd.Limit(vegeta.Rate{Freq: 0}, uint64(r.o.Shoppers)) // as fast as the loop goes
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()

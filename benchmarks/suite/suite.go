@@ -23,6 +23,7 @@ import (
 	"flashsale/pkg/redisconn"
 	"flashsale/pkg/stock"
 	"flashsale/tools/crowd"
+	"flashsale/tools/herd"
 	"flashsale/tools/proccpu"
 	"flashsale/tools/quiet"
 )
@@ -51,6 +52,7 @@ type Options struct {
 	Workers     uint64 // concurrent requests in flight (closed loop)
 	Bound       time.Duration
 	Timeout     time.Duration // per request
+	Client      herd.Client   // the generator's HTTP client, the same for every target
 	// Rounds of the sold-out scenario; each target's median round is kept.
 	Rounds  int
 	PGConns int // pool size of the pg-* designs

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"flashsale/pkg/config"
+	"flashsale/tools/herd"
 )
 
 // Options of a run; the flags of the loadtest command map onto them.
@@ -39,6 +40,7 @@ type Options struct {
 	Workers     uint64
 	MaxWorkers  uint64
 	Timeout     time.Duration // per request
+	Client      herd.Client   // the generator's HTTP client
 
 	// Queue sends the crowd through the virtual queue: everyone joins before
 	// the opening, polls, and buys once admitted at AdmissionRate per second.

@@ -25,6 +25,7 @@ import (
 	"flashsale/pkg/stock"
 	"flashsale/tools/audit"
 	"flashsale/tools/crowd"
+	"flashsale/tools/herd"
 	"flashsale/tools/outcome"
 	"flashsale/tools/proccpu"
 	"flashsale/tools/quiet"
@@ -285,11 +286,8 @@ func attack(ctx context.Context, o Options, pool *pgxpool.Pool, s sale, room *wa
 		go room.poll(ctx, o.Connections, time.Now().Add(o.Duration), soldOut)
 		targeter = room.targeter(o.GatewayURL, s.items)
 	}
-	atk := vegeta.NewAttacker(
-		vegeta.Connections(o.Connections), vegeta.MaxConnections(o.Connections),
-		vegeta.Workers(o.Workers), vegeta.MaxWorkers(o.MaxWorkers),
-		vegeta.Timeout(o.Timeout), vegeta.KeepAlive(true), vegeta.MaxBody(4096),
-	)
+	atk := herd.New(herd.Options{Connections: o.Connections, Workers: o.Workers, MaxWorkers: o.MaxWorkers,
+		Timeout: o.Timeout, MaxBody: 4096, Client: o.Client})
 	pacer := crowd.Limit(pacerFor(o), uint64(o.Users))
 	res := &attackResult{accepted: map[string]string{}, resultsPath: filepath.Join(o.OutDir, "results.bin")}
 	rf, err := os.Create(res.resultsPath)
@@ -448,7 +446,7 @@ func addFigures(rep *Report, o Options, att *attackResult) {
 		rep.SellingCPUMs, rep.StackCPUPerOrderUs, rep.GatewayCPUPerOrderUs = sellingCPU(att.cpuSold, o.Stock)
 	}
 	rep.Options = map[string]any{"users": o.Users, "stock": o.Stock, "items": o.Items, "profile": o.Profile, "rate": o.Rate,
-		"connections": o.Connections, "max_workers": o.MaxWorkers, "gateway": o.GatewayURL}
+		"connections": o.Connections, "max_workers": o.MaxWorkers, "client": o.Client.String(), "gateway": o.GatewayURL}
 }
 
 // sellingCPU turns the CPU each component used until the sale sold out
