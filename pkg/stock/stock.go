@@ -496,8 +496,19 @@ func (s *Store) HolderCount(ctx context.Context, saleID int64) (int64, error) {
 	return n, nil
 }
 
+// HoldersPage is how many holders one HSCAN call asks Redis for. Redis
+// runs one command at a time, and every purchase waits behind the one
+// running: one HGETALL of a sale with 100,000 holders held it for 52 ms;
+// a page of 1,000 holds it for about half a millisecond.
+const HoldersPage = 1000
+
 // Holders reads the active holders of a sale (user -> order id), from
-// every shard.
+// every shard, a page at a time (HSCAN), so that a big sale's holders do
+// not stall the purchases behind one long command. The pages are not one
+// snapshot: a holder present for the whole read is returned; one taken or
+// given back during it may or may not be. Callers act on holders a
+// while old and recheck each before writing (the release script checks
+// the holder's order id), as they must with any read followed by a write.
 func (s *Store) Holders(ctx context.Context, saleID int64) (map[string]string, error) {
 	l, err := s.layout(saleID)
 	if err != nil {
@@ -505,12 +516,18 @@ func (s *Store) Holders(ctx context.Context, saleID int64) (map[string]string, e
 	}
 	out := map[string]string{}
 	for k := range l.shards {
-		m, err := s.client.Do(ctx, s.client.B().Hgetall().Key(holdersOf(l.tag(k))).Build()).AsStrMap()
-		if err != nil {
-			return nil, fmt.Errorf("read holders of sale %d: %w", saleID, err)
-		}
-		for u, o := range m {
-			out[u] = o
+		key := holdersOf(l.tag(k))
+		for cursor := uint64(0); ; {
+			page, err := s.client.Do(ctx, s.client.B().Hscan().Key(key).Cursor(cursor).Count(HoldersPage).Build()).AsScanEntry()
+			if err != nil {
+				return nil, fmt.Errorf("read holders of sale %d: %w", saleID, err)
+			}
+			for i := 0; i+1 < len(page.Elements); i += 2 {
+				out[page.Elements[i]] = page.Elements[i+1]
+			}
+			if cursor = page.Cursor; cursor == 0 {
+				break
+			}
 		}
 	}
 	return out, nil

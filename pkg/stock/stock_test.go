@@ -230,3 +230,38 @@ func TestDropFreesTheShopperWithoutAUnit(t *testing.T) {
 		t.Fatalf("holders %v after a drop, want none", holders)
 	}
 }
+
+// Holders reads a sale's holders a page at a time: every holder of a sale
+// with several pages of them comes back, each once, with its order id.
+func TestHoldersReadsEveryPage(t *testing.T) {
+	c, st, sale := newSale(t)
+	ctx := context.Background()
+	n := 2*stock.HoldersPage + stock.HoldersPage/2
+	want := make(map[string]string, n)
+	cmds := make(rueidis.Commands, 0, n)
+	for i := range n {
+		user, order := fmt.Sprintf("shopper-%d", i), fmt.Sprintf("order-%d", i)
+		want[user] = order
+		cmds = append(cmds, c.B().Hset().Key(stock.HoldersKey(sale)).FieldValue().FieldValue(user, order).Build())
+	}
+	for _, r := range c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.Holders(ctx, sale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d holders read, want %d", len(got), n)
+	}
+	for u, o := range want {
+		if got[u] != o {
+			t.Fatalf("holder %s: order %q, want %q", u, got[u], o)
+		}
+	}
+	if count, err := st.HolderCount(ctx, sale); err != nil || count != int64(n) {
+		t.Fatalf("HolderCount = %d, %v; want %d", count, err, n)
+	}
+}

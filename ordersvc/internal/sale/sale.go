@@ -206,11 +206,13 @@ func (s *Service) Describe(ctx context.Context, saleID int64) (View, error) {
 		}
 		v.Items[i].StockLoaded = &loaded
 	}
-	holders, err := s.stock.Holders(ctx, saleID)
+	// A count, not the holders: reading a big sale's holders for an
+	// operator's view would cost Redis a page per thousand of them.
+	count, err := s.stock.HolderCount(ctx, saleID)
 	if err != nil {
 		return View{}, err
 	}
-	n := len(holders)
+	n := int(count)
 	v.Holders = &n
 	return v, nil
 }
