@@ -126,7 +126,7 @@ func TestTransportRefusedConnection(t *testing.T) {
 // Both clients give vegeta the same results, and neither opens more
 // connections than it is allowed.
 func TestAttackersAgree(t *testing.T) {
-	for _, client := range []Client{FastHTTP, NetHTTP} {
+	for _, client := range []Client{NetHTTP, FastHTTP} {
 		t.Run(client.String(), func(t *testing.T) {
 			var calls atomic.Int64
 			base, conns := serve(t, purchase(&calls))
@@ -181,7 +181,7 @@ func TestClientText(t *testing.T) {
 	if err := c.UnmarshalText([]byte("curl")); err == nil {
 		t.Fatal("an unknown client was accepted")
 	}
-	if c != FastHTTP {
-		t.Fatal("the zero client is not fasthttp")
+	if c != NetHTTP {
+		t.Fatal("the zero client is not vegeta's stock one")
 	}
 }
