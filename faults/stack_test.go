@@ -159,14 +159,28 @@ func crashBroker(t *testing.T) {
 		t.Fatalf("SIGKILL broker %d: %v", pid, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(st), ") Z ") {
-			break // a zombie until init reaps it: dead already
-		}
+	for !exited(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("broker %d still alive 10s after SIGKILL", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	startServer(t, stackctl.Kafka)
+}
+
+// exited reports whether process pid is gone or a zombie with every
+// thread gone. A JVM's main thread turns zombie first; its sockets stay
+// open until the last of its other threads has exited (they share the
+// descriptor table), and a broker started before that finds its port
+// taken.
+func exited(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return true
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil || !strings.Contains(string(st), ") Z ") {
+		return err != nil
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return err != nil || len(tasks) <= 1
 }
