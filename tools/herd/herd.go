@@ -109,9 +109,6 @@ func NewTransport(connections int, timeout time.Duration) *Transport {
 			MaxConnWaitTimeout:       timeout,
 			MaxResponseBodySize:      1 << 20,
 			NoDefaultUserAgentHeader: true,
-			// The answers' header names are already canonical: keep them
-			// as sent, as vegeta's results file records them.
-			DisableHeaderNamesNormalizing: true,
 		},
 	}
 }
@@ -159,6 +156,8 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 
 	code := resp.StatusCode()
+	// fasthttp normalizes header names (retry-after -> Retry-After), so
+	// the keys are those http.Header.Get looks up.
 	h := make(http.Header, resp.Header.Len())
 	for k, v := range resp.Header.All() {
 		h[string(k)] = append(h[string(k)], string(v))

@@ -47,7 +47,10 @@ func purchase(calls *atomic.Int64) fasthttp.RequestHandler {
 			ctx.SetBodyString(`{"orderId":"o1","status":"PENDING"}`)
 			return
 		}
-		ctx.Response.Header.Set("Retry-After", "1")
+		// Sent in lower case: the answer's header must still be found
+		// under its canonical name.
+		ctx.Response.Header.DisableNormalizing()
+		ctx.Response.Header.Set("retry-after", "1")
 		ctx.SetStatusCode(fasthttp.StatusGone)
 		ctx.SetBodyString(`{"error":"SOLD_OUT"}`)
 	}
