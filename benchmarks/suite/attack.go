@@ -32,15 +32,14 @@ func (t *tallied) counts() map[string]int {
 	return m
 }
 
-// attack sends the whole crowd, each shopper once, with the same generator
-// settings for every target: a closed loop of Workers requests in flight
-// over at most Connections keep-alive connections, stopped by the crowd's
-// end or by Bound, whichever comes first.
-// attack sends the crowd at one target. soldOut, when not nil, is called
-// once, at the answer that accepts the quantity-th order.
-func (r *runner) attack(ctx context.Context, name, baseURL, purchasePath string, items []int64, quantity int, soldOut func()) *tallied {
-	atk := herd.New(herd.Options{Connections: r.o.Connections, Workers: r.o.Workers, MaxWorkers: r.o.Workers,
-		Timeout: r.o.Timeout, MaxBody: 1024, Client: r.o.Client})
+// attack sends the whole crowd, each shopper once, through the herd h,
+// with the same generator settings for every target: a closed loop of
+// Workers requests in flight over at most Connections keep-alive
+// connections, stopped by the crowd's end or by Bound, whichever comes
+// first. soldOut, when not nil, is called once, at the answer that accepts
+// the quantity-th order.
+func (r *runner) attack(ctx context.Context, h *herd.Herd, name, baseURL, purchasePath string, items []int64, quantity int, soldOut func()) *tallied {
+	atk := h.Attacker()
 	pacer := crowd.Limit(vegeta.Rate{Freq: 0}, uint64(r.o.Shoppers)) // as fast as the loop goes
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -15,11 +15,15 @@ package herd
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -70,23 +74,87 @@ type Options struct {
 	Client      Client
 }
 
-// New returns the attacker.
-func New(o Options) *vegeta.Attacker {
-	common := []func(*vegeta.Attacker){
-		vegeta.Workers(o.Workers), vegeta.MaxWorkers(o.MaxWorkers), vegeta.MaxBody(o.MaxBody),
-	}
+// Herd is a crowd's side of the connection: one HTTP client whose
+// keep-alive connections outlive each attack sent through it.
+type Herd struct {
+	o      Options
+	client *http.Client
+}
+
+// New returns a herd with no connection open yet.
+func New(o Options) *Herd {
 	if o.Client == FastHTTP {
 		// No http.Client timeout: with a RoundTripper other than
 		// net/http's, the client would start a goroutine and a timer per
 		// request to enforce it. The transport enforces it instead.
-		c := &http.Client{Transport: NewTransport(o.Connections, o.Timeout)}
-		return vegeta.NewAttacker(append(common, vegeta.Client(c))...)
+		return &Herd{o: o, client: &http.Client{Transport: NewTransport(o.Connections, o.Timeout)}}
 	}
-	// Vegeta's options below reach into its own *http.Transport, so they go
-	// with its stock client only.
-	return vegeta.NewAttacker(append(common,
-		vegeta.Connections(o.Connections), vegeta.MaxConnections(o.Connections),
-		vegeta.Timeout(o.Timeout), vegeta.KeepAlive(true))...)
+	// What vegeta's stock client is, with its Connections,
+	// MaxConnections, Timeout and KeepAlive options applied: held here so
+	// that its connections are the herd's, not one attacker's.
+	return &Herd{o: o, client: &http.Client{
+		Timeout: o.Timeout,
+		Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			DialContext:         (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: o.Connections,
+			MaxConnsPerHost:     o.Connections,
+		},
+	}}
+}
+
+// Attacker returns an attacker sending through the herd's connections. A
+// vegeta attacker runs one attack; ask for a new one for each.
+func (h *Herd) Attacker() *vegeta.Attacker {
+	return vegeta.NewAttacker(vegeta.Workers(h.o.Workers), vegeta.MaxWorkers(h.o.MaxWorkers),
+		vegeta.MaxBody(h.o.MaxBody), vegeta.Client(h.client))
+}
+
+// Arrive opens the herd's connections the way a crowd arrives before a
+// sale opens: every shopper's connection loads the page at url, all at
+// once. The first purchase then goes out on a warm connection, as behind a
+// real edge, and the sale's clock does not count the TCP handshakes a real
+// herd made minutes earlier. With net/http's client each answer is held
+// until all are in, so each shopper opened a connection of its own;
+// fasthttp's transport hands its connection back before answering, so it
+// may open fewer. Any answer counts; an error is a connection that could
+// not be made or used.
+func (h *Herd) Arrive(ctx context.Context, url string) error {
+	var (
+		answered sync.WaitGroup
+		done     sync.WaitGroup
+		failed   atomic.Int64
+		first    atomic.Pointer[error]
+	)
+	fail := func(err error) {
+		failed.Add(1)
+		first.CompareAndSwap(nil, &err)
+	}
+	answered.Add(h.o.Connections)
+	for range h.o.Connections {
+		done.Go(func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			var res *http.Response
+			if err == nil {
+				res, err = h.client.Do(req)
+			}
+			answered.Done()
+			if err != nil {
+				fail(err)
+				return
+			}
+			answered.Wait()
+			_, err = io.Copy(io.Discard, res.Body)
+			if err = errors.Join(err, res.Body.Close()); err != nil {
+				fail(err)
+			}
+		})
+	}
+	done.Wait()
+	if n := failed.Load(); n > 0 {
+		return fmt.Errorf("herd: %d of %d shoppers could not load %s, the first: %w", n, h.o.Connections, url, *first.Load())
+	}
+	return nil
 }
 
 // Transport is an http.RoundTripper that sends each request with a

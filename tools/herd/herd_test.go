@@ -133,7 +133,7 @@ func TestAttackersAgree(t *testing.T) {
 		t.Run(client.String(), func(t *testing.T) {
 			var calls atomic.Int64
 			base, conns := serve(t, purchase(&calls))
-			atk := New(Options{Connections: 4, Workers: 16, MaxWorkers: 16, Timeout: 5 * time.Second, MaxBody: 1024, Client: client})
+			atk := New(Options{Connections: 4, Workers: 16, MaxWorkers: 16, Timeout: 5 * time.Second, MaxBody: 1024, Client: client}).Attacker()
 			var n atomic.Int64
 			targeter := func(tg *vegeta.Target) error {
 				if n.Add(1) > 200 {
@@ -169,6 +169,74 @@ func TestAttackersAgree(t *testing.T) {
 				t.Fatalf("%d connections opened, want 1 to 4", c)
 			}
 		})
+	}
+}
+
+// TestArriveOpensEveryConnection: after Arrive, the herd holds its
+// connections, and an attack sent through it opens none. With net/http's
+// client every shopper opened its own; fasthttp's may share.
+func TestArriveOpensEveryConnection(t *testing.T) {
+	const shoppers = 128
+	for _, client := range []Client{NetHTTP, FastHTTP} {
+		t.Run(client.String(), func(t *testing.T) {
+			var calls atomic.Int64
+			base, conns := serve(t, func(ctx *fasthttp.RequestCtx) {
+				if string(ctx.Method()) == http.MethodGet {
+					time.Sleep(time.Millisecond)               // a page that takes a moment, as the gateway's does
+					// Any answer counts; one with a body holds its
+					// connection until the body is read.
+					ctx.SetStatusCode(fasthttp.StatusNotFound)
+					ctx.SetBodyString(`{"error":"NOT_FOUND"}`)
+					return
+				}
+				purchase(&calls)(ctx)
+			})
+			h := New(Options{Connections: shoppers, Workers: shoppers, MaxWorkers: shoppers, Timeout: 5 * time.Second, MaxBody: 1024, Client: client})
+			if err := h.Arrive(t.Context(), base+"/api/flash-sales/1"); err != nil {
+				t.Fatal(err)
+			}
+			arrived := conns.Load()
+			switch {
+			case client == NetHTTP && arrived != shoppers:
+				t.Fatalf("%d connections after %d shoppers arrived, want one each", arrived, shoppers)
+			case arrived < 1 || arrived > shoppers:
+				t.Fatalf("%d connections after %d shoppers arrived, want 1 to %d", arrived, shoppers, shoppers)
+			}
+			var n atomic.Int64
+			targeter := func(tg *vegeta.Target) error {
+				if n.Add(1) > 500 {
+					return vegeta.ErrNoTargets
+				}
+				tg.Method, tg.URL = http.MethodPost, base+"/items/1/purchase"
+				return nil
+			}
+			for r := range h.Attacker().Attack(targeter, vegeta.Rate{Freq: 0}, 10*time.Second, "herd") {
+				if r.Method != "" && r.Code != 202 && r.Code != 410 {
+					t.Errorf("result %d: %s", r.Code, r.Error)
+				}
+			}
+			if c := conns.Load(); client == NetHTTP && c != arrived {
+				t.Fatalf("the attack opened %d connections of its own", c-arrived)
+			} else if c > shoppers {
+				t.Fatalf("%d connections, more than the herd's %d", c, shoppers)
+			}
+		})
+	}
+}
+
+func TestArriveSaysWhoCouldNotConnect(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/"
+	_ = ln.Close() // nothing listens there now
+	for _, client := range []Client{NetHTTP, FastHTTP} {
+		h := New(Options{Connections: 8, Workers: 8, MaxWorkers: 8, Timeout: time.Second, Client: client})
+		err := h.Arrive(t.Context(), url)
+		if err == nil || !strings.Contains(err.Error(), "8 of 8 shoppers could not load") {
+			t.Fatalf("%v: Arrive at a closed port = %v", client, err)
+		}
 	}
 }
 

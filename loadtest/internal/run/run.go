@@ -117,11 +117,20 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 	if err != nil {
 		return rep, err
 	}
+	// The shoppers in flight are on the sale page before it opens, each on
+	// a connection of its own (herd.Arrive says why).
+	h := herd.New(herd.Options{Connections: o.Connections, Workers: o.Workers, MaxWorkers: o.MaxWorkers,
+		Timeout: o.Timeout, MaxBody: 4096, Client: o.Client})
+	arriving := time.Now()
+	if err := h.Arrive(ctx, fmt.Sprintf("%s/api/flash-sales/%d", o.GatewayURL, s.id)); err != nil {
+		return rep, err
+	}
+	fmt.Fprintf(progress, "%d shoppers on the sale page, a connection each, in %s\n", o.Connections, time.Since(arriving).Round(time.Millisecond))
 	info, err := waitOpen(ctx, c.api, s.id, s.opens.Add(30*time.Second), o.Queue)
 	if err != nil {
 		return rep, err
 	}
-	att, err := attack(ctx, o, c.pool, s, room, info.PurchasePath, progress)
+	att, err := attack(ctx, o, c.pool, s, room, h, info.PurchasePath, progress)
 	if err != nil {
 		return rep, err
 	}
@@ -279,15 +288,14 @@ type attackResult struct {
 // attack sends the crowd at the sale (through the waiting room when there
 // is one) and classifies every answer as it comes, recording each result
 // to results.bin and the plot.
-func attack(ctx context.Context, o Options, pool *pgxpool.Pool, s sale, room *waitingRoom, purchasePath string, progress io.Writer) (*attackResult, error) {
+func attack(ctx context.Context, o Options, pool *pgxpool.Pool, s sale, room *waitingRoom, h *herd.Herd, purchasePath string, progress io.Writer) (*attackResult, error) {
 	targeter := s.crowd.Targeter(o.GatewayURL, purchasePath, s.items)
 	soldOut := make(chan struct{})
 	if room != nil {
 		go room.poll(ctx, o.Connections, time.Now().Add(o.Duration), soldOut)
 		targeter = room.targeter(o.GatewayURL, s.items)
 	}
-	atk := herd.New(herd.Options{Connections: o.Connections, Workers: o.Workers, MaxWorkers: o.MaxWorkers,
-		Timeout: o.Timeout, MaxBody: 4096, Client: o.Client})
+	atk := h.Attacker()
 	pacer := crowd.Limit(pacerFor(o), uint64(o.Users))
 	res := &attackResult{accepted: map[string]string{}, resultsPath: filepath.Join(o.OutDir, "results.bin")}
 	rf, err := os.Create(res.resultsPath)
