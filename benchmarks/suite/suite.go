@@ -400,8 +400,10 @@ func (r *runner) measureTallied(ctx context.Context, scenario string, p *prepare
 		Timeout: r.o.Timeout, MaxBody: 1024, Client: r.o.Client})
 	// Every target meets a crowd already on its connections; a baseline
 	// has no sale page and answers 404, which opens them all the same.
-	if err := h.Arrive(ctx, fmt.Sprintf("%s/api/flash-sales/%d", p.url, p.saleID)); err != nil {
-		fmt.Fprintf(r.progress, "bench:   %s: %v\n", p.target, err)
+	if codes, err := h.Arrive(ctx, fmt.Sprintf("%s/api/flash-sales/%d", p.url, p.saleID)); err != nil {
+		fmt.Fprintf(r.progress, "bench:   %-11s %v\n", p.target, err)
+	} else {
+		fmt.Fprintf(r.progress, "bench:   %-11s %d connections open (answers %v)\n", p.target, r.o.Connections, codes)
 	}
 	var soldOut func()
 	var selling map[string]time.Duration

@@ -117,14 +117,17 @@ func (h *Herd) Attacker() *vegeta.Attacker {
 // herd made minutes earlier. With net/http's client each answer is held
 // until all are in, so each shopper opened a connection of its own;
 // fasthttp's transport hands its connection back before answering, so it
-// may open fewer. Any answer counts; an error is a connection that could
-// not be made or used.
-func (h *Herd) Arrive(ctx context.Context, url string) error {
+// may open fewer. Any answer counts, and Arrive returns how many of each
+// status code came back; an error is a connection that could not be made
+// or used.
+func (h *Herd) Arrive(ctx context.Context, url string) (map[int]int, error) {
 	var (
 		answered sync.WaitGroup
 		done     sync.WaitGroup
 		failed   atomic.Int64
 		first    atomic.Pointer[error]
+		mu       sync.Mutex
+		codes    = map[int]int{}
 	)
 	fail := func(err error) {
 		failed.Add(1)
@@ -143,6 +146,9 @@ func (h *Herd) Arrive(ctx context.Context, url string) error {
 				fail(err)
 				return
 			}
+			mu.Lock()
+			codes[res.StatusCode]++
+			mu.Unlock()
 			answered.Wait()
 			_, err = io.Copy(io.Discard, res.Body)
 			if err = errors.Join(err, res.Body.Close()); err != nil {
@@ -152,9 +158,9 @@ func (h *Herd) Arrive(ctx context.Context, url string) error {
 	}
 	done.Wait()
 	if n := failed.Load(); n > 0 {
-		return fmt.Errorf("herd: %d of %d shoppers could not load %s, the first: %w", n, h.o.Connections, url, *first.Load())
+		return codes, fmt.Errorf("herd: %d of %d shoppers could not load %s, the first: %w", n, h.o.Connections, url, *first.Load())
 	}
-	return nil
+	return codes, nil
 }
 
 // Transport is an http.RoundTripper that sends each request with a

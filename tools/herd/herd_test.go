@@ -182,7 +182,7 @@ func TestArriveOpensEveryConnection(t *testing.T) {
 			var calls atomic.Int64
 			base, conns := serve(t, func(ctx *fasthttp.RequestCtx) {
 				if string(ctx.Method()) == http.MethodGet {
-					time.Sleep(time.Millisecond)               // a page that takes a moment, as the gateway's does
+					time.Sleep(time.Millisecond) // a page that takes a moment, as the gateway's does
 					// Any answer counts; one with a body holds its
 					// connection until the body is read.
 					ctx.SetStatusCode(fasthttp.StatusNotFound)
@@ -192,8 +192,12 @@ func TestArriveOpensEveryConnection(t *testing.T) {
 				purchase(&calls)(ctx)
 			})
 			h := New(Options{Connections: shoppers, Workers: shoppers, MaxWorkers: shoppers, Timeout: 5 * time.Second, MaxBody: 1024, Client: client})
-			if err := h.Arrive(t.Context(), base+"/api/flash-sales/1"); err != nil {
+			codes, err := h.Arrive(t.Context(), base+"/api/flash-sales/1")
+			if err != nil {
 				t.Fatal(err)
+			}
+			if codes[404] != shoppers || len(codes) != 1 {
+				t.Fatalf("answers %v, want %d 404s", codes, shoppers)
 			}
 			arrived := conns.Load()
 			switch {
@@ -233,7 +237,7 @@ func TestArriveSaysWhoCouldNotConnect(t *testing.T) {
 	_ = ln.Close() // nothing listens there now
 	for _, client := range []Client{NetHTTP, FastHTTP} {
 		h := New(Options{Connections: 8, Workers: 8, MaxWorkers: 8, Timeout: time.Second, Client: client})
-		err := h.Arrive(t.Context(), url)
+		_, err := h.Arrive(t.Context(), url)
 		if err == nil || !strings.Contains(err.Error(), "8 of 8 shoppers could not load") {
 			t.Fatalf("%v: Arrive at a closed port = %v", client, err)
 		}

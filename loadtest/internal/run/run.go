@@ -113,19 +113,14 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 	if err != nil {
 		return rep, err
 	}
+	h, err := arrive(ctx, o, c.api, s, progress)
+	if err != nil {
+		return rep, err
+	}
 	room, err := joinQueue(ctx, o, c.api, s, progress)
 	if err != nil {
 		return rep, err
 	}
-	// The shoppers in flight are on the sale page before it opens, each on
-	// a connection of its own (herd.Arrive says why).
-	h := herd.New(herd.Options{Connections: o.Connections, Workers: o.Workers, MaxWorkers: o.MaxWorkers,
-		Timeout: o.Timeout, MaxBody: 4096, Client: o.Client})
-	arriving := time.Now()
-	if err := h.Arrive(ctx, fmt.Sprintf("%s/api/flash-sales/%d", o.GatewayURL, s.id)); err != nil {
-		return rep, err
-	}
-	fmt.Fprintf(progress, "%d shoppers on the sale page, a connection each, in %s\n", o.Connections, time.Since(arriving).Round(time.Millisecond))
 	info, err := waitOpen(ctx, c.api, s.id, s.opens.Add(30*time.Second), o.Queue)
 	if err != nil {
 		return rep, err
@@ -246,6 +241,25 @@ func newSale(o Options, name string, opens time.Time) adminapi.NewSale {
 		ns.Items = append(ns.Items, adminapi.NewSaleItem{ProductID: fmt.Sprintf("sku-%d", i), Name: fmt.Sprintf("Flash item %d", i), Price: "19.99", Quantity: int64(q)})
 	}
 	return ns
+}
+
+// arrive puts the shoppers in flight on the sale's page once the gateway
+// knows the sale, before it opens, each on a connection of its own
+// (herd.Arrive says why), and returns the herd that will buy through them.
+func arrive(ctx context.Context, o Options, api *stackapi.Client, s sale, progress io.Writer) (*herd.Herd, error) {
+	if err := waitKnown(ctx, api, s.id, s.opens.Add(30*time.Second)); err != nil {
+		return nil, err
+	}
+	h := herd.New(herd.Options{Connections: o.Connections, Workers: o.Workers, MaxWorkers: o.MaxWorkers,
+		Timeout: o.Timeout, MaxBody: 4096, Client: o.Client})
+	start := time.Now()
+	codes, err := h.Arrive(ctx, fmt.Sprintf("%s/api/flash-sales/%d", o.GatewayURL, s.id))
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "%d shoppers on the sale page, a connection each, in %s (answers %v)\n",
+		o.Connections, time.Since(start).Round(time.Millisecond), codes)
+	return h, nil
 }
 
 // joinQueue has the whole crowd join a queued sale's waiting room before it
