@@ -24,13 +24,14 @@ import (
 	"syscall"
 )
 
-const usage = `usage: go run ./benchmarks/cmd/demoruns [-rounds N] [-out DIR] [LABEL:KEY=VALUE[;KEY=VALUE...] ...]
+const usage = `usage: go run ./benchmarks/cmd/demoruns [-rounds N] [-out DIR] [LABEL:[KEY=VALUE[;KEY=VALUE...]] ...]
 
 Runs bash deploy/demo.sh N times per variant (one variant, the defaults, when
 none is given), alternating variants A B B A, and prints the figures of each
 run and each variant's min / median / max. A variant's settings are extra
 environment variables for the demo (DEMO_USERS, DEMO_GATEWAYS, DEMO_ARGS,
-FLASHSALE_* of the services...), separated by ';'.
+FLASHSALE_* of the services...), separated by ';'; a label with none
+("new:") runs the defaults.
 
 `
 
@@ -92,7 +93,8 @@ type variant struct {
 }
 
 // parseVariants reads LABEL:KEY=VALUE;KEY=VALUE arguments; none means the
-// demo's defaults.
+// demo's defaults, and so does a label with nothing after its colon ("new:"
+// beside "old:DEMO_BIN=/tmp/old").
 func parseVariants(args []string) ([]variant, error) {
 	if len(args) == 0 {
 		return []variant{{label: "default"}}, nil
@@ -109,6 +111,10 @@ func parseVariants(args []string) ([]variant, error) {
 		}
 		seen[label] = true
 		v := variant{label: label}
+		if settings == "" {
+			out = append(out, v)
+			continue
+		}
 		for _, kv := range strings.Split(settings, ";") {
 			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 				return nil, fmt.Errorf("variant %s: setting %q is not KEY=VALUE", label, kv)

@@ -21,7 +21,11 @@ func TestParseVariants(t *testing.T) {
 	if vs, err := parseVariants(nil); err != nil || len(vs) != 1 || vs[0].label != "default" || vs[0].env != nil {
 		t.Fatalf("no variant: %+v %v, want the defaults alone", vs, err)
 	}
-	for _, bad := range [][]string{{"nolabel"}, {":A=1"}, {"a:NOVALUE"}, {"a/b:A=1"}, {"a:A=1", "a:B=2"}} {
+	// README's way to compare two builds: a label alone runs the defaults.
+	if vs, err := parseVariants([]string{"old:DEMO_BIN=/tmp/old", "new:"}); err != nil || len(vs) != 2 || vs[1].label != "new" || vs[1].env != nil {
+		t.Fatalf("a label alone: %+v %v, want the defaults under that label", vs, err)
+	}
+	for _, bad := range [][]string{{"nolabel"}, {":A=1"}, {"a:NOVALUE"}, {"a:A=1;"}, {"a/b:A=1"}, {"a:A=1", "a:B=2"}} {
 		if _, err := parseVariants(bad); err == nil {
 			t.Errorf("%q: accepted", bad)
 		}
