@@ -1,5 +1,7 @@
-// Package herd builds the vegeta attacker both load generators use (the
-// load-test tool and make bench), so every target meets the same generator.
+// Package herd is the shoppers' side of both load generators (the load-test
+// tool and make bench), so every target meets the same generator: one HTTP
+// client whose connections the crowd opens before the sale (Arrive), and
+// the vegeta attackers that send the crowd's purchases through it.
 //
 // The default client is vegeta's stock one, net/http's: each request hands
 // off between the caller, the connection's write loop and its read loop,
