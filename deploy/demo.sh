@@ -9,12 +9,15 @@
 #   CPU and allocation profiles (gateway-0.pprof, gateway-0.allocs.pprof,
 #   ordersvc-0.pprof, ...; default none), DEMO_BIN the directory of the
 #   gateway, ordersvc and loadtest binaries (default bin/: two builds
-#   compared with benchmarks/cmd/demoruns, 'old:DEMO_BIN=/tmp/old' 'new:').
+#   compared with benchmarks/cmd/demoruns, 'old:DEMO_BIN=/tmp/old' 'new:'),
+#   DEMO_LOGS the services' logs' directory (default .stack/logs, each run
+#   overwriting the last; demoruns keeps each run's beside its report).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 stack="${FLASHSALE_STACK_DIR:-$root/.stack}"
 bin="${DEMO_BIN:-$root/bin}"
-mkdir -p "$stack/logs"
+logs="${DEMO_LOGS:-$stack/logs}"
+mkdir -p "$logs"
 
 # Development secrets (random, generated once under .stack/) and the
 # helpers that start and stop the services, shared with benchmarks/run.sh.
@@ -53,11 +56,11 @@ profile() {
 [[ -z "${DEMO_PROFILE:-}" ]] || mkdir -p "$DEMO_PROFILE"
 # Their admin ports, 8081, 8083, 8085, 8087, stop below the order services' (8091).
 [[ "$gateways" =~ ^[1-4]$ ]] || { echo "demo: DEMO_GATEWAYS=$gateways: want 1 to 4 gateway processes" >&2; exit 2; }
-echo "demo: starting $instances ordersvc and $gateways gateway (logs in $stack/logs; Redis ${FLASHSALE_REDIS_ADDR:-127.0.0.1:$FLASHSALE_REDIS_PORT}; Kafka ${FLASHSALE_KAFKA_BROKERS:-127.0.0.1:$FLASHSALE_KAFKA_PORT})"
+echo "demo: starting $instances ordersvc and $gateways gateway (logs in $logs; Redis ${FLASHSALE_REDIS_ADDR:-127.0.0.1:$FLASHSALE_REDIS_PORT}; Kafka ${FLASHSALE_KAFKA_BROKERS:-127.0.0.1:$FLASHSALE_KAFKA_PORT})"
 for i in $(seq 0 $((instances - 1))); do
-	start_service "$stack/logs/ordersvc-$i.log" env $(profile "ordersvc-$i") FLASHSALE_ORDERSVC_ADDR="127.0.0.1:$((8090 + 2 * i))" \
+	start_service "$logs/ordersvc-$i.log" env $(profile "ordersvc-$i") FLASHSALE_ORDERSVC_ADDR="127.0.0.1:$((8090 + 2 * i))" \
 		FLASHSALE_ORDERSVC_ADMIN_ADDR="127.0.0.1:$((8091 + 2 * i))" "$bin/ordersvc" serve
-	wait_ready ordersvc "http://127.0.0.1:$((8091 + 2 * i))/readyz" "$stack/logs/ordersvc-$i.log"
+	wait_ready ordersvc "http://127.0.0.1:$((8091 + 2 * i))/readyz" "$logs/ordersvc-$i.log"
 done
 # With SO_REUSEPORT a gateway left over from an aborted run would silently
 # share the port and take part of the traffic: refuse to start beside one.
@@ -68,9 +71,9 @@ fi
 # The load generator plays the load balancer: it reports each shopper's
 # address in X-Forwarded-For, which the gateway believes only from loopback.
 for i in $(seq 0 $((gateways - 1))); do
-	start_service "$stack/logs/gateway-$i.log" env $(profile "gateway-$i") FLASHSALE_CATALOG_REFRESH=200ms FLASHSALE_TRUSTED_PROXIES=127.0.0.1/32 \
+	start_service "$logs/gateway-$i.log" env $(profile "gateway-$i") FLASHSALE_CATALOG_REFRESH=200ms FLASHSALE_TRUSTED_PROXIES=127.0.0.1/32 \
 		FLASHSALE_REUSEPORT="$((gateways > 1))" FLASHSALE_GATEWAY_ADMIN_ADDR="127.0.0.1:$((8081 + 2 * i))" "$bin/gateway"
-	wait_ready gateway "http://127.0.0.1:$((8081 + 2 * i))/readyz" "$stack/logs/gateway-$i.log"
+	wait_ready gateway "http://127.0.0.1:$((8081 + 2 * i))/readyz" "$logs/gateway-$i.log"
 done
 
 echo "demo: flash sale of ${DEMO_STOCK:-10000} units to ${DEMO_USERS:-500000} shoppers ($shards stock shard(s) per item)"

@@ -58,7 +58,9 @@ func demo(ctx context.Context, v variant, dir string) (result, error) {
 	defer log.Close()
 	cmd := exec.CommandContext(ctx, "bash", "deploy/demo.sh")
 	cmd.Env = append(os.Environ(), v.env...)
-	cmd.Env = append(cmd.Env, "DEMO_OUT="+dir)
+	// The report and the services' logs of each run stay in its directory,
+	// so a run that stands out can be read afterwards.
+	cmd.Env = append(cmd.Env, "DEMO_OUT="+dir, "DEMO_LOGS="+dir)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {
 		return result{}, fmt.Errorf("deploy/demo.sh: %w (its output: %s)", err, log.Name())
