@@ -288,7 +288,8 @@ func verdictText(v audit.Verdict) string {
 
 // A sale of 200 units to 2,000 shoppers through two gateways on one port
 // and two order services: exactly the stock is sold, every other shopper
-// hears 410, both gateways and both consumers did part of the work, and
+// hears 410, both gateways did part of the work, the consumer group
+// persisted every order (the item's one partition is one member's), and
 // the audit passes.
 func TestClusterSale(t *testing.T) {
 	for _, shards := range clusterShards {
