@@ -25,7 +25,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -123,21 +122,18 @@ func (h *Herd) Attacker() *vegeta.Attacker {
 // status code came back; an error is a connection that could not be made
 // or used.
 func (h *Herd) Arrive(ctx context.Context, url string) (map[int]int, error) {
-	var (
-		answered sync.WaitGroup
-		done     sync.WaitGroup
-		failed   atomic.Int64
-		first    atomic.Pointer[error]
-		mu       sync.Mutex
-		codes    = map[int]int{}
-	)
-	fail := func(err error) {
-		failed.Add(1)
-		first.CompareAndSwap(nil, &err)
+	// Each shopper writes only its own slot; they are counted once all are
+	// back.
+	type answer struct {
+		code int // 0: no answer
+		err  error
 	}
-	answered.Add(h.o.Connections)
-	for range h.o.Connections {
+	answers := make([]answer, h.o.Connections)
+	var answered, done sync.WaitGroup
+	answered.Add(len(answers))
+	for i := range answers {
 		done.Go(func() {
+			a := &answers[i]
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 			var res *http.Response
 			if err == nil {
@@ -145,22 +141,28 @@ func (h *Herd) Arrive(ctx context.Context, url string) (map[int]int, error) {
 			}
 			answered.Done()
 			if err != nil {
-				fail(err)
+				a.err = err
 				return
 			}
-			mu.Lock()
-			codes[res.StatusCode]++
-			mu.Unlock()
+			a.code = res.StatusCode
 			answered.Wait()
 			_, err = io.Copy(io.Discard, res.Body)
-			if err = errors.Join(err, res.Body.Close()); err != nil {
-				fail(err)
-			}
+			a.err = errors.Join(err, res.Body.Close())
 		})
 	}
 	done.Wait()
-	if n := failed.Load(); n > 0 {
-		return codes, fmt.Errorf("herd: %d of %d shoppers could not load %s, the first: %w", n, h.o.Connections, url, *first.Load())
+	codes := map[int]int{}
+	var failed []error
+	for _, a := range answers {
+		if a.code != 0 {
+			codes[a.code]++
+		}
+		if a.err != nil {
+			failed = append(failed, a.err)
+		}
+	}
+	if len(failed) > 0 {
+		return codes, fmt.Errorf("herd: %d of %d shoppers could not load %s, the first: %w", len(failed), len(answers), url, failed[0])
 	}
 	return codes, nil
 }
