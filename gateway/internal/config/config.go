@@ -92,9 +92,10 @@ type Config struct {
 	// PublishTimeout bounds the wait for the broker's acknowledgement.
 	PublishTimeout time.Duration
 	PublishLinger  time.Duration
-	// PublishFailFastAfter deliveries failed in a row make purchases answer
-	// 503 at once for PublishFailFastFor instead of each waiting out the
-	// publish timeout; then one trial delivery decides (0: off).
+	// PublishFailFastAfter deliveries to one partition failed in a row make
+	// the purchases of its sales answer 503 at once for PublishFailFastFor
+	// instead of each waiting out the publish timeout; then one trial
+	// delivery decides (0: off). Other partitions' sales keep selling.
 	PublishFailFastAfter int
 	PublishFailFastFor   time.Duration
 	PostgresDSN          string // catalog reads, and settling unconfirmed publishes

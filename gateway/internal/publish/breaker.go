@@ -2,14 +2,16 @@ package publish
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// errBrokerDown is what Publish returns while the breaker is open: the
-// event never reached the producer, so the caller gives the unit back at
-// once. Built once: under an outage every purchase meets it.
-var errBrokerDown = fmt.Errorf("%w: the broker failed the last deliveries; failing fast until a trial delivery succeeds", ErrNotPublished)
+// errBrokerDown is what Publish returns while the item's partition's
+// breaker is open: the event never reached the producer, so the caller
+// gives the unit back at once. Built once: under an outage every purchase
+// of the partition's sales meets it.
+var errBrokerDown = fmt.Errorf("%w: the broker failed the last deliveries to the item's partition; failing fast until a trial delivery succeeds", ErrNotPublished)
 
 // breaker makes purchases fail fast while the broker is known to be down.
 // Without it, with the broker unreachable or short of in-sync replicas,
@@ -81,3 +83,121 @@ func (b *breaker) trip(now time.Time) {
 // opened until a delivery succeeds (the trial's, or a late one), including
 // while the trial is in flight and every other publish is refused.
 func (b *breaker) open() bool { return b.openUntil.Load() != 0 }
+
+// unknownPartition keys the breaker of the items whose partition no
+// delivery report has named yet (librdkafka's kafka.PartitionAny). Every
+// delivery that fails before the topic's metadata arrives lands there too,
+// as a broker that cannot be reached names no partition.
+const unknownPartition int32 = -1
+
+// maxItemsLearned bounds the item-to-partition map; past it the map starts
+// over and each item's next delivery names its partition again.
+const maxItemsLearned = 1 << 16
+
+// breakers keeps one breaker per partition of the topic. Orders are keyed
+// by item, so one sale's orders go to one partition and its leader: a
+// broker that fails the deliveries of the partitions it leads makes their
+// sales fail fast, and the sales whose partitions other brokers lead keep
+// selling. librdkafka chooses the partition (from the key); which one an
+// item's orders go to is learned from their delivery reports, which name it.
+type breakers struct {
+	threshold int64
+	cooldown  time.Duration
+
+	mu     sync.RWMutex
+	byPart map[int32]*breaker
+	items  map[int64]int32 // item id -> the partition its last delivery report named
+}
+
+func newBreakers(threshold int64, cooldown time.Duration) *breakers {
+	return &breakers{threshold: threshold, cooldown: cooldown,
+		byPart: map[int32]*breaker{unknownPartition: {threshold: threshold, cooldown: cooldown}},
+		items:  map[int64]int32{}}
+}
+
+// forItem is the breaker that decides whether an order of itemID may be
+// published now.
+func (bs *breakers) forItem(itemID int64) *breaker {
+	bs.mu.RLock()
+	defer bs.mu.RUnlock()
+	part, ok := bs.items[itemID]
+	if !ok {
+		part = unknownPartition
+	}
+	return bs.byPart[part]
+}
+
+// record counts a delivery of itemID for the partition its report named
+// (part; negative: none), and remembers that partition for the item's next
+// orders. b is the breaker allow was asked of, trial what it answered: when
+// the report names another partition (the item's first report, or its
+// partition moved), b's trial ends with the same outcome.
+func (bs *breakers) record(b *breaker, trial bool, itemID int64, part int32, acked bool, now time.Time) {
+	count := func(x *breaker, trial bool) {
+		if acked {
+			x.success(trial)
+		} else {
+			x.failure(now, trial)
+		}
+	}
+	rb := bs.forReport(itemID, part)
+	if rb == b {
+		count(b, trial)
+		return
+	}
+	count(rb, false)
+	if trial {
+		count(b, true)
+	}
+}
+
+// forReport is the breaker of the partition a delivery report of itemID
+// named (part; negative: none), and it remembers that partition for the
+// item.
+func (bs *breakers) forReport(itemID int64, part int32) *breaker {
+	if part < 0 {
+		part = unknownPartition
+	}
+	bs.mu.RLock()
+	b, known := bs.byPart[part]
+	learned, ok := bs.items[itemID]
+	bs.mu.RUnlock()
+	if known && (part == unknownPartition || (ok && learned == part)) {
+		return b
+	}
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if b = bs.byPart[part]; b == nil {
+		b = &breaker{threshold: bs.threshold, cooldown: bs.cooldown}
+		bs.byPart[part] = b
+	}
+	if part != unknownPartition {
+		if len(bs.items) >= maxItemsLearned {
+			clear(bs.items)
+		}
+		bs.items[itemID] = part
+	}
+	return b
+}
+
+// trip opens every partition's breaker (librdkafka reaches no broker).
+func (bs *breakers) trip(now time.Time) {
+	bs.mu.RLock()
+	defer bs.mu.RUnlock()
+	for _, b := range bs.byPart {
+		b.trip(now)
+	}
+}
+
+// open counts the partitions whose sales are failing fast now.
+func (bs *breakers) open() int {
+	bs.mu.RLock()
+	defer bs.mu.RUnlock()
+	n := 0
+	for _, b := range bs.byPart {
+		if b.open() {
+			n++
+		}
+	}
+	return n
+}

@@ -127,8 +127,8 @@ func TestPublishFailsFastOnceTheBrokerFailed(t *testing.T) {
 			t.Fatalf("publish %d: %v, want ErrUnconfirmed", i, err)
 		}
 	}
-	if !p.FailingFast() {
-		t.Fatal("FailingFast() = false after two failed deliveries in a row with FailFastAfter 2")
+	if n := p.FailingFast(); n != 1 {
+		t.Fatalf("FailingFast() = %d after two failed deliveries in a row with FailFastAfter 2, want 1 (the partition no report named)", n)
 	}
 	err = p.Publish(1, []byte(`{}`))
 	if !errors.Is(err, ErrNotPublished) || errors.Is(err, ErrUnconfirmed) {
@@ -136,5 +136,106 @@ func TestPublishFailsFastOnceTheBrokerFailed(t *testing.T) {
 	}
 	if n := p.inFlight.Load(); n != 0 {
 		t.Errorf("%d deliveries in flight after a refused publish", n)
+	}
+}
+
+// One breaker per partition: the deliveries failing on one partition stop
+// its items only, and an item's partition is the one its reports named.
+func TestBreakersIsolatePartitions(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	bs := newBreakers(2, time.Second)
+	deliver := func(item int64, part int32, acked bool, at time.Duration) {
+		t.Helper()
+		b := bs.forItem(item)
+		ok, trial := b.allow(t0.Add(at))
+		if !ok {
+			t.Fatalf("item %d refused at +%v before its delivery", item, at)
+		}
+		bs.record(b, trial, item, part, acked, t0.Add(at))
+	}
+	allowed := func(item int64, at time.Duration) bool {
+		ok, trial := bs.forItem(item).allow(t0.Add(at))
+		if trial {
+			bs.forItem(item).untried()
+		}
+		return ok
+	}
+	// Items 1 and 2 are on partition 3, item 7 on partition 5.
+	deliver(1, 3, true, 0)
+	deliver(2, 3, true, 0)
+	deliver(7, 5, true, 0)
+	// Partition 3's leader fails two deliveries in a row.
+	deliver(1, 3, false, 10*time.Millisecond)
+	deliver(2, 3, false, 20*time.Millisecond)
+	if allowed(1, 30*time.Millisecond) || allowed(2, 30*time.Millisecond) {
+		t.Error("an item of the failing partition is still published")
+	}
+	if !allowed(7, 30*time.Millisecond) {
+		t.Error("an item of a healthy partition is refused because another partition failed")
+	}
+	if !allowed(99, 30*time.Millisecond) {
+		t.Error("an item no report named yet is refused because a known partition failed")
+	}
+	if n := bs.open(); n != 1 {
+		t.Errorf("open() = %d partitions, want 1", n)
+	}
+	// Every broker down opens them all, the unknown partition's too.
+	bs.trip(t0.Add(40 * time.Millisecond))
+	for _, item := range []int64{1, 7, 99} {
+		if allowed(item, 50*time.Millisecond) {
+			t.Errorf("item %d published with every broker down", item)
+		}
+	}
+	if n := bs.open(); n != 3 {
+		t.Errorf("open() = %d partitions after trip, want 3 (3, 5 and the unknown one)", n)
+	}
+}
+
+// An item's first report names its partition: the trial the unknown
+// partition's breaker granted ends with that delivery's outcome, which
+// counts for the named partition.
+func TestBreakersTrialOfAnItemNotYetPlaced(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	bs := newBreakers(1, time.Second)
+	unknown := bs.forItem(1)
+	unknown.failure(t0, false) // a delivery that named no partition
+	ok, trial := unknown.allow(t0.Add(time.Second))
+	if !ok || !trial {
+		t.Fatalf("allow after the cooldown = (%v, %v), want the trial", ok, trial)
+	}
+	bs.record(unknown, trial, 1, 4, true, t0.Add(time.Second))
+	if unknown.open() {
+		t.Error("the unknown partition's breaker is still open after its trial was acknowledged on partition 4")
+	}
+	if b := bs.forItem(1); b == unknown || b.open() {
+		t.Errorf("item 1 after a report from partition 4: breaker %p (unknown %p), open %v; want partition 4's, closed", b, unknown, b.open())
+	}
+
+	// A failed trial on the named partition counts once for it, and the
+	// unknown partition's breaker opens again for another cooldown.
+	unknown.failure(t0.Add(2*time.Second), false)
+	ok, trial = bs.forItem(2).allow(t0.Add(3 * time.Second))
+	if !ok || !trial {
+		t.Fatalf("item 2 allow after the cooldown = (%v, %v), want the trial", ok, trial)
+	}
+	bs.record(unknown, trial, 2, 6, false, t0.Add(3*time.Second))
+	if !unknown.open() {
+		t.Error("the unknown partition's breaker closed after its trial failed")
+	}
+	if ok, _ := bs.forItem(2).allow(t0.Add(3100 * time.Millisecond)); ok {
+		t.Error("item 2 published right after its partition's delivery failed with threshold 1")
+	}
+}
+
+func TestBreakersForgetItemsPastTheBound(t *testing.T) {
+	bs := newBreakers(1, time.Second)
+	for item := range int64(maxItemsLearned + 10) {
+		bs.forReport(item, int32(item%12))
+	}
+	if n := len(bs.items); n > maxItemsLearned {
+		t.Errorf("%d items remembered, want at most %d", n, maxItemsLearned)
+	}
+	if n := len(bs.byPart); n != 13 {
+		t.Errorf("%d breakers, want 13 (12 partitions and the unknown one)", n)
 	}
 }

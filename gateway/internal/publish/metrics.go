@@ -22,7 +22,7 @@ type metrics struct {
 }
 
 var descFailingFast = prometheus.NewDesc(namespace+"_publish_failing_fast",
-	"1 while purchases are refused at once because the broker failed the last deliveries.", nil, nil)
+	"Partitions of the orders topic whose sales' purchases are refused at once because the broker failed the last deliveries to them (0: none).", nil, nil)
 
 func newMetrics() metrics {
 	return metrics{
@@ -50,9 +50,5 @@ func (p *Producer) Collect(ch chan<- prometheus.Metric) {
 	p.metrics.ack.Collect(ch)
 	p.metrics.failed.Collect(ch)
 	p.metrics.refused.Collect(ch)
-	failing := 0.0
-	if p.FailingFast() {
-		failing = 1
-	}
-	ch <- prometheus.MustNewConstMetric(descFailingFast, prometheus.GaugeValue, failing)
+	ch <- prometheus.MustNewConstMetric(descFailingFast, prometheus.GaugeValue, float64(p.FailingFast()))
 }

@@ -41,9 +41,10 @@ type Config struct {
 	// within it, with an error if the broker never acknowledged.
 	Timeout time.Duration
 	Linger  time.Duration
-	// FailFastAfter deliveries failed in a row make the next publishes fail
-	// at once (ErrNotPublished) for FailFastFor, then one trial delivery
-	// decides; 0 turns this off. See breaker.
+	// FailFastAfter deliveries to one partition failed in a row make the
+	// next publishes of its items fail at once (ErrNotPublished) for
+	// FailFastFor, then one trial delivery decides; 0 turns this off. See
+	// breaker and breakers.
 	FailFastAfter int
 	FailFastFor   time.Duration
 	// Security is TLS and SASL towards the brokers (pkg/kafkaconf).
@@ -55,7 +56,7 @@ type Producer struct {
 	p        *kafka.Producer
 	topic    string
 	inFlight atomic.Int64 // handed to librdkafka, delivery report not yet read
-	breaker  breaker
+	breakers *breakers
 	metrics  metrics
 	now      func() time.Time
 }
@@ -103,45 +104,53 @@ func New(cfg Config) (*Producer, error) {
 		return nil, fmt.Errorf("create kafka producer: %w", err)
 	}
 	return &Producer{p: p, topic: cfg.Topic, now: time.Now, metrics: newMetrics(),
-		breaker: breaker{threshold: int64(cfg.FailFastAfter), cooldown: cfg.FailFastFor}}, nil
+		breakers: newBreakers(int64(cfg.FailFastAfter), cfg.FailFastFor)}, nil
 }
 
 // Publish sends value keyed by item id and blocks until the broker
 // acknowledged it (nil), the producer refused it (ErrNotPublished), or its
 // delivery failed or timed out (ErrUnconfirmed). It does not return early
 // on cancellation: a message already handed to the producer may still be
-// delivered, and the caller must know which.
+// delivered, and the caller must know which. While the deliveries to the
+// item's partition keep failing it refuses at once (see breaker).
 func (p *Producer) Publish(itemID int64, value []byte) error {
 	start := p.now()
-	ok, trial := p.breaker.allow(start)
+	b := p.breakers.forItem(itemID)
+	ok, trial := b.allow(start)
 	if !ok {
 		p.metrics.refused.Inc()
 		return errBrokerDown
 	}
-	err := p.publish(itemID, value)
-	switch {
-	case err == nil:
-		p.metrics.ack.Observe(p.now().Sub(start).Seconds())
-		p.breaker.success(trial)
-	case errors.Is(err, ErrUnconfirmed):
-		p.metrics.failed.Inc()
-		p.breaker.failure(p.now(), trial)
-	default: // refused locally: says nothing about the broker
+	part, err := p.publish(itemID, value)
+	if err != nil && !errors.Is(err, ErrUnconfirmed) {
+		// Refused locally: says nothing about the broker.
 		if trial {
-			p.breaker.untried()
+			b.untried()
 		}
+		return err
 	}
-	return err
+	now := p.now()
+	p.breakers.record(b, trial, itemID, part, err == nil, now)
+	if err != nil {
+		p.metrics.failed.Inc()
+		return err
+	}
+	p.metrics.ack.Observe(now.Sub(start).Seconds())
+	return nil
 }
 
-// BrokersDown opens the breaker at once: librdkafka reported that it
-// reaches no broker (kafka.ErrAllBrokersDown on Events).
-func (p *Producer) BrokersDown() { p.breaker.trip(p.now()) }
+// BrokersDown opens every partition's breaker at once: librdkafka reported
+// that it reaches no broker (kafka.ErrAllBrokersDown on Events).
+func (p *Producer) BrokersDown() { p.breakers.trip(p.now()) }
 
-// FailingFast reports whether publishes are refused at once right now.
-func (p *Producer) FailingFast() bool { return p.breaker.open() }
+// FailingFast reports how many partitions' publishes are refused at once
+// right now.
+func (p *Producer) FailingFast() int { return p.breakers.open() }
 
-func (p *Producer) publish(itemID int64, value []byte) error {
+// publish hands the event to librdkafka and waits for its delivery report.
+// It returns the partition the report named (kafka.PartitionAny when there
+// was none).
+func (p *Producer) publish(itemID int64, value []byte) (int32, error) {
 	p.inFlight.Add(1)
 	defer p.inFlight.Add(-1)
 	done := make(chan kafka.Event, 1)
@@ -152,21 +161,21 @@ func (p *Producer) publish(itemID int64, value []byte) error {
 		Value:          value,
 	}, done)
 	if err != nil {
-		return fmt.Errorf("%w: enqueue: %v", ErrNotPublished, err)
+		return kafka.PartitionAny, fmt.Errorf("%w: enqueue: %v", ErrNotPublished, err)
 	}
 	ev := <-done
 	m, ok := ev.(*kafka.Message)
 	if !ok {
-		return fmt.Errorf("%w: unexpected delivery event %v", ErrUnconfirmed, ev)
+		return kafka.PartitionAny, fmt.Errorf("%w: unexpected delivery event %v", ErrUnconfirmed, ev)
 	}
 	if m.TopicPartition.Error != nil {
 		// Every delivery error counts as maybe written, including broker
 		// refusals that look final: with retries, an earlier attempt of the
 		// same message may have been appended before the one that failed,
 		// and settling costs one PostgreSQL statement on a rare path.
-		return fmt.Errorf("%w: %v", ErrUnconfirmed, m.TopicPartition.Error)
+		return m.TopicPartition.Partition, fmt.Errorf("%w: %v", ErrUnconfirmed, m.TopicPartition.Error)
 	}
-	return nil
+	return m.TopicPartition.Partition, nil
 }
 
 // Events is the producer's channel of client-level events (errors, stats);
