@@ -243,9 +243,27 @@ func describePartition(ctx context.Context, bootstrap, topic string, partition i
 // busiestPartition is the partition of topic with the most messages (its
 // high watermark), with that count: where a sale's orders go.
 func busiestPartition(ctx context.Context, bootstrap, topic string, partitions int) (int32, int64, error) {
-	ac, err := kafka.NewAdminClient(quiet(kafka.ConfigMap{"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000}))
+	offsets, err := partitionOffsets(ctx, bootstrap, topic, partitions)
 	if err != nil {
 		return 0, 0, err
+	}
+	best, most := int32(-1), int64(0)
+	for p, n := range offsets {
+		if n > most {
+			best, most = p, n
+		}
+	}
+	if best < 0 {
+		return 0, 0, fmt.Errorf("topic %s has no message", topic)
+	}
+	return best, most, nil
+}
+
+// partitionOffsets is each partition's high watermark.
+func partitionOffsets(ctx context.Context, bootstrap, topic string, partitions int) (map[int32]int64, error) {
+	ac, err := kafka.NewAdminClient(quiet(kafka.ConfigMap{"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000}))
+	if err != nil {
+		return nil, err
 	}
 	defer ac.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -264,19 +282,14 @@ func busiestPartition(ctx context.Context, bootstrap, topic string, partitions i
 		return err
 	}, kafka.ErrTimedOut)
 	if err != nil {
-		return 0, 0, fmt.Errorf("list offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
 	}
-	best, most := int32(-1), int64(0)
+	offsets := make(map[int32]int64, partitions)
 	for tp, info := range res.ResultInfos {
 		if info.Error.Code() != kafka.ErrNoError {
-			return 0, 0, fmt.Errorf("list offsets of %s[%d]: %w", topic, tp.Partition, info.Error)
+			return nil, fmt.Errorf("list offsets of %s[%d]: %w", topic, tp.Partition, info.Error)
 		}
-		if n := int64(info.Offset); n > most {
-			best, most = tp.Partition, n
-		}
+		offsets[tp.Partition] = int64(info.Offset)
 	}
-	if best < 0 {
-		return 0, 0, fmt.Errorf("topic %s has no message", topic)
-	}
-	return best, most, nil
+	return offsets, nil
 }
