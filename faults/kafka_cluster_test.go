@@ -328,6 +328,90 @@ func TestKafkaBrokerCutOff(t *testing.T) {
 	r.Audit = "no reconcile; audit " + sl.audit(d) + "; the other sale's " + by.audit(d)
 }
 
+// With FLASHSALE_PUBLISH_SPREAD the sale's orders go to every partition in
+// turn. One node is cut off from the gateway (a black hole both ways, the
+// broker itself healthy and still leading its partitions): the orders in
+// flight to its partitions time out, their breakers open, and the
+// spreader passes over them, so the sale goes on selling on the two other
+// leaders' partitions. Keyed by item (the default) the same cut stops the
+// sale whose partition the node leads (TestKafkaBrokerCutOff).
+func TestKafkaBrokerCutOffSpread(t *testing.T) {
+	r := &row{Fault: "7d. Kafka broker cut off, orders spread over every partition (toxiproxy, 3 nodes)",
+		Injected: "FLASHSALE_PUBLISH_SPREAD=true; gateway's Kafka through a toxiproxy per broker; black hole (timeout toxic, both ways) on the proxy of partition 0's leader for 4s; crowd 100 req/s; FLASHSALE_PUBLISH_TIMEOUT=1s, fail fast after 5 failed deliveries to a partition for 1s"}
+	record(t, r)
+	ctx := testenv.Context(t)
+	bootstrap := testenv.RequireKafkaCluster(t)
+	proxies := map[int]*netFault{}
+	var proxied []string
+	for id := 1; id <= testenv.KafkaClusterNodes; id++ {
+		px := newNetFaultAt(t, fmt.Sprintf("kafka-%d", id), fmt.Sprintf("127.0.0.1:%d", testenv.KafkaClusterProxiedPort(id)),
+			fmt.Sprintf("127.0.0.1:%d", testenv.KafkaClusterProxiedUpstream(id)))
+		proxies[id] = px
+		proxied = append(proxied, px.addr)
+	}
+	s := harness.Start(t, harness.Options{Env: baseEnv(map[string]string{"FLASHSALE_PUBLISH_SPREAD": "true"}), KafkaBrokers: bootstrap,
+		ProcEnv: map[string]map[string]string{"gateway": {"FLASHSALE_KAFKA_BROKERS": strings.Join(proxied, ",")}}})
+	d := dial(t)
+	const publishTimeout = time.Second
+	sl := openSale(t, s, 2000)
+	const (
+		selling = 0
+		cut     = 1
+		healed  = 2
+		rest    = 3
+	)
+	stop := sl.crowd(ctx, 100, 64)
+	defer func() { stop() }()
+	sl.waitAccepted(100, 20*time.Second)
+	spread := map[int32]int64{}
+	counts, err := partitionOffsets(ctx, bootstrap, s.Topic, topicPartitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, n := range counts {
+		if n > 0 {
+			spread[p] = n
+		}
+	}
+	if len(spread) != topicPartitions {
+		t.Errorf("the sale's first orders went to %d partitions (%v), want all %d", len(spread), spread, topicPartitions)
+	}
+	st, err := describePartition(ctx, bootstrap, s.Topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sl.setPhase(cut)
+	proxies[st.leader].inject("timeout", `{"timeout":0}`, "upstream", "downstream")
+	time.Sleep(4 * time.Second)
+	proxies[st.leader].heal()
+	sl.setPhase(healed)
+	time.Sleep(time.Second)
+	stop()
+	stop = func() {}
+
+	inCut := within(cut)
+	sl.checkOnly("node cut off", inCut, outcome.Accepted, outcome.Unavailable)
+	sl.checkUnavailable("node cut off", inCut)
+	// Once the cut-off leader's partitions have failed their deliveries
+	// (a publish timeout, plus five visits of the spreader), the orders go
+	// to the others: only the breakers' trials still meet the black hole.
+	settled := 2 * publishTimeout
+	late := func(a answer) bool { return inCut(a) && a.sent.Sub(sl.phaseAt(cut)) > settled }
+	lateAll, lateAccepted := sl.count(late), sl.count(func(a answer) bool { return late(a) && a.kind == outcome.Accepted })
+	if lateAll == 0 {
+		t.Errorf("no purchase was sent later than %v into the cut", settled)
+	} else if lateAccepted*10 < lateAll*9 {
+		t.Errorf("purchases sent %v or more into the cut: %d of %d accepted, want at least 90 %%: the spreader kept sending to the cut-off leader (%s)",
+			settled, lateAccepted, lateAll, sl.summary(late))
+	}
+	sl.finish(ctx, d, rest)
+
+	r.Answered = fmt.Sprintf("orders on %d partitions before the cut; node %d (partition 0's leader) cut off: %s; sent %v or more into the cut: %s; after healing: %s",
+		len(spread), st.leader, sl.summary(inCut), settled, sl.summary(late), sl.summary(within(healed)))
+	r.Audit = "no reconcile; audit " + sl.audit(d)
+}
+
 // Two of the three nodes die: the controller quorum is lost (one voter of
 // three) and no acks=all write can be acknowledged. After the first
 // deliveries time out the gateway fails fast (503 at once, the unit given

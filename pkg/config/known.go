@@ -84,6 +84,7 @@ var known = map[string]variable{
 	"FLASHSALE_PUBLISH_LINGER":          {readers: Gateway},
 	"FLASHSALE_PUBLISH_FAIL_FAST_AFTER": {readers: Gateway},
 	"FLASHSALE_PUBLISH_FAIL_FAST_FOR":   {readers: Gateway},
+	"FLASHSALE_PUBLISH_SPREAD":          {readers: Gateway},
 	"FLASHSALE_SETTLE_TIMEOUT":          {readers: Gateway},
 	"FLASHSALE_LIMIT_PURCHASE_USER":     {readers: Gateway},
 	"FLASHSALE_LIMIT_PURCHASE_IP":       {readers: Gateway},

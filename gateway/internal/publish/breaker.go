@@ -127,12 +127,11 @@ func (bs *breakers) forItem(itemID int64) *breaker {
 	return bs.byPart[part]
 }
 
-// record counts a delivery of itemID for the partition its report named
-// (part; negative: none), and remembers that partition for the item's next
-// orders. b is the breaker allow was asked of, trial what it answered: when
-// the report names another partition (the item's first report, or its
-// partition moved), b's trial ends with the same outcome.
-func (bs *breakers) record(b *breaker, trial bool, itemID int64, part int32, acked bool, now time.Time) {
+// record counts a delivery for rb, the breaker of the partition its report
+// named. b is the breaker allow was asked of, trial what it answered: when
+// rb is another (the item's first report, or its partition moved), b's
+// trial ends with the same outcome.
+func record(b, rb *breaker, trial, acked bool, now time.Time) {
 	count := func(x *breaker, trial bool) {
 		if acked {
 			x.success(trial)
@@ -140,7 +139,6 @@ func (bs *breakers) record(b *breaker, trial bool, itemID int64, part int32, ack
 			x.failure(now, trial)
 		}
 	}
-	rb := bs.forReport(itemID, part)
 	if rb == b {
 		count(b, trial)
 		return
@@ -156,13 +154,29 @@ func (bs *breakers) record(b *breaker, trial bool, itemID int64, part int32, ack
 // item.
 func (bs *breakers) forReport(itemID int64, part int32) *breaker {
 	if part < 0 {
-		part = unknownPartition
+		return bs.forPartition(unknownPartition)
 	}
 	bs.mu.RLock()
-	b, known := bs.byPart[part]
 	learned, ok := bs.items[itemID]
 	bs.mu.RUnlock()
-	if known && (part == unknownPartition || (ok && learned == part)) {
+	b := bs.forPartition(part)
+	if !ok || learned != part {
+		bs.mu.Lock()
+		if len(bs.items) >= maxItemsLearned {
+			clear(bs.items)
+		}
+		bs.items[itemID] = part
+		bs.mu.Unlock()
+	}
+	return b
+}
+
+// forPartition is the breaker of partition part, made on first use.
+func (bs *breakers) forPartition(part int32) *breaker {
+	bs.mu.RLock()
+	b := bs.byPart[part]
+	bs.mu.RUnlock()
+	if b != nil {
 		return b
 	}
 	bs.mu.Lock()
@@ -170,12 +184,6 @@ func (bs *breakers) forReport(itemID int64, part int32) *breaker {
 	if b = bs.byPart[part]; b == nil {
 		b = &breaker{threshold: bs.threshold, cooldown: bs.cooldown}
 		bs.byPart[part] = b
-	}
-	if part != unknownPartition {
-		if len(bs.items) >= maxItemsLearned {
-			clear(bs.items)
-		}
-		bs.items[itemID] = part
 	}
 	return b
 }

@@ -151,7 +151,7 @@ func TestBreakersIsolatePartitions(t *testing.T) {
 		if !ok {
 			t.Fatalf("item %d refused at +%v before its delivery", item, at)
 		}
-		bs.record(b, trial, item, part, acked, t0.Add(at))
+		record(b, bs.forReport(item, part), trial, acked, t0.Add(at))
 	}
 	allowed := func(item int64, at time.Duration) bool {
 		ok, trial := bs.forItem(item).allow(t0.Add(at))
@@ -203,7 +203,7 @@ func TestBreakersTrialOfAnItemNotYetPlaced(t *testing.T) {
 	if !ok || !trial {
 		t.Fatalf("allow after the cooldown = (%v, %v), want the trial", ok, trial)
 	}
-	bs.record(unknown, trial, 1, 4, true, t0.Add(time.Second))
+	record(unknown, bs.forReport(1, 4), trial, true, t0.Add(time.Second))
 	if unknown.open() {
 		t.Error("the unknown partition's breaker is still open after its trial was acknowledged on partition 4")
 	}
@@ -218,7 +218,7 @@ func TestBreakersTrialOfAnItemNotYetPlaced(t *testing.T) {
 	if !ok || !trial {
 		t.Fatalf("item 2 allow after the cooldown = (%v, %v), want the trial", ok, trial)
 	}
-	bs.record(unknown, trial, 2, 6, false, t0.Add(3*time.Second))
+	record(unknown, bs.forReport(2, 6), trial, false, t0.Add(3*time.Second))
 	if !unknown.open() {
 		t.Error("the unknown partition's breaker closed after its trial failed")
 	}

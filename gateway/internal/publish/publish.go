@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,10 @@ type Config struct {
 	// breaker and breakers.
 	FailFastAfter int
 	FailFastFor   time.Duration
+	// Spread puts one item's orders on every partition of the topic, a few
+	// milliseconds on each in turn, instead of keying them by item (one
+	// partition, one leader and one consumer per sale). See spreader.
+	Spread bool
 	// Security is TLS and SASL towards the brokers (pkg/kafkaconf).
 	Security kafkaconf.Security
 }
@@ -57,9 +62,25 @@ type Producer struct {
 	topic    string
 	inFlight atomic.Int64 // handed to librdkafka, delivery report not yet read
 	breakers *breakers
+	spread   *spreader // nil: orders keyed by item
+	stop     chan struct{}
+	refresh  sync.WaitGroup
 	metrics  metrics
 	now      func() time.Time
 }
+
+// spreadStick is how long a spreading producer stays on one partition:
+// librdkafka's own sticky.partitioning.linger.ms, so a partition's batch
+// holds what a few lingers gather.
+const spreadStick = 10 * time.Millisecond
+
+// partitionsRefresh is how often a spreading producer reads the topic's
+// partition count again (a topic can gain partitions), and partitionsRetry
+// how soon after a failed read.
+const (
+	partitionsRefresh = 30 * time.Second
+	partitionsRetry   = time.Second
+)
 
 // New creates the producer. It does not wait for the broker.
 func New(cfg Config) (*Producer, error) {
@@ -103,25 +124,69 @@ func New(cfg Config) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create kafka producer: %w", err)
 	}
-	return &Producer{p: p, topic: cfg.Topic, now: time.Now, metrics: newMetrics(),
-		breakers: newBreakers(int64(cfg.FailFastAfter), cfg.FailFastFor)}, nil
+	pr := &Producer{p: p, topic: cfg.Topic, now: time.Now, metrics: newMetrics(), stop: make(chan struct{}),
+		breakers: newBreakers(int64(cfg.FailFastAfter), cfg.FailFastFor)}
+	if cfg.Spread {
+		pr.spread = &spreader{stickFor: spreadStick}
+		pr.refresh.Add(1)
+		go pr.readPartitions()
+	}
+	return pr, nil
 }
 
-// Publish sends value keyed by item id and blocks until the broker
-// acknowledged it (nil), the producer refused it (ErrNotPublished), or its
-// delivery failed or timed out (ErrUnconfirmed). It does not return early
-// on cancellation: a message already handed to the producer may still be
-// delivered, and the caller must know which. While the deliveries to the
-// item's partition keep failing it refuses at once (see breaker).
+// readPartitions keeps the spreader's partition count current until Close.
+func (p *Producer) readPartitions() {
+	defer p.refresh.Done()
+	for {
+		wait := partitionsRefresh
+		md, err := p.p.GetMetadata(&p.topic, false, int(partitionsRetry/time.Millisecond))
+		if t, ok := topicOf(md, p.topic); err == nil && ok && t.Error.Code() == kafka.ErrNoError {
+			p.spread.setPartitions(len(t.Partitions))
+		} else {
+			wait = partitionsRetry
+		}
+		select {
+		case <-p.stop:
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+func topicOf(md *kafka.Metadata, topic string) (kafka.TopicMetadata, bool) {
+	if md == nil {
+		return kafka.TopicMetadata{}, false
+	}
+	t, ok := md.Topics[topic]
+	return t, ok
+}
+
+// Publish sends value, keyed by item id or on the spreader's partition,
+// and blocks until the broker acknowledged it (nil), the producer refused
+// it (ErrNotPublished), or its delivery failed or timed out
+// (ErrUnconfirmed). It does not return early on cancellation: a message
+// already handed to the producer may still be delivered, and the caller
+// must know which. While the deliveries to the item's partition keep
+// failing (spreading: to every partition) it refuses at once (see
+// breakers).
 func (p *Producer) Publish(itemID int64, value []byte) error {
 	start := p.now()
-	b := p.breakers.forItem(itemID)
-	ok, trial := b.allow(start)
+	part, b, trial, ok := kafka.PartitionAny, (*breaker)(nil), false, false
+	if p.spread != nil {
+		var known bool
+		if part, b, trial, ok, known = p.spread.pick(start, p.breakers); !known {
+			part = kafka.PartitionAny
+		}
+	}
+	if part == kafka.PartitionAny {
+		b = p.breakers.forItem(itemID)
+		ok, trial = b.allow(start)
+	}
 	if !ok {
 		p.metrics.refused.Inc()
 		return errBrokerDown
 	}
-	part, err := p.publish(itemID, value)
+	reported, err := p.publish(itemID, part, value)
 	if err != nil && !errors.Is(err, ErrUnconfirmed) {
 		// Refused locally: says nothing about the broker.
 		if trial {
@@ -129,8 +194,12 @@ func (p *Producer) Publish(itemID int64, value []byte) error {
 		}
 		return err
 	}
+	rb := b
+	if part == kafka.PartitionAny {
+		rb = p.breakers.forReport(itemID, reported)
+	}
 	now := p.now()
-	p.breakers.record(b, trial, itemID, part, err == nil, now)
+	record(b, rb, trial, err == nil, now)
 	if err != nil {
 		p.metrics.failed.Inc()
 		return err
@@ -147,19 +216,20 @@ func (p *Producer) BrokersDown() { p.breakers.trip(p.now()) }
 // right now.
 func (p *Producer) FailingFast() int { return p.breakers.open() }
 
-// publish hands the event to librdkafka and waits for its delivery report.
+// publish hands the event to librdkafka, on partition part or, for
+// kafka.PartitionAny, keyed by item id, and waits for its delivery report.
 // It returns the partition the report named (kafka.PartitionAny when there
 // was none).
-func (p *Producer) publish(itemID int64, value []byte) (int32, error) {
+func (p *Producer) publish(itemID int64, part int32, value []byte) (int32, error) {
 	p.inFlight.Add(1)
 	defer p.inFlight.Add(-1)
 	done := make(chan kafka.Event, 1)
-	var keyBuf [20]byte
-	err := p.p.Produce(&kafka.Message{
-		TopicPartition: kafka.TopicPartition{Topic: &p.topic, Partition: kafka.PartitionAny},
-		Key:            strconv.AppendInt(keyBuf[:0], itemID, 10),
-		Value:          value,
-	}, done)
+	msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &p.topic, Partition: part}, Value: value}
+	if part == kafka.PartitionAny {
+		var keyBuf [20]byte
+		msg.Key = strconv.AppendInt(keyBuf[:0], itemID, 10)
+	}
+	err := p.p.Produce(msg, done)
 	if err != nil {
 		return kafka.PartitionAny, fmt.Errorf("%w: enqueue: %v", ErrNotPublished, err)
 	}
@@ -188,6 +258,8 @@ func (p *Producer) Events() <-chan kafka.Event { return p.p.Events() }
 // there is nothing to flush, and Close does not wait on an unreachable
 // broker for internal requests that carry no order.
 func (p *Producer) Close(timeout time.Duration) int {
+	close(p.stop)
+	p.refresh.Wait()
 	if p.inFlight.Load() > 0 {
 		p.p.Flush(int(timeout / time.Millisecond))
 	}

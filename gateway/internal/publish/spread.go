@@ -1,0 +1,60 @@
+package publish
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// spreader chooses the partition of each order when one item's orders go
+// to every partition of the topic (Config.Spread), so that a hot item's
+// sale is carried by every partition leader and consumer instead of one.
+// It stays on one partition for stickFor, so librdkafka's batches stay
+// as large as with a key, then moves on to the next. A partition whose
+// breaker refuses is passed over, so a leader that stopped acknowledging
+// costs the orders in flight to it, not the sale; only when every
+// partition refuses is the order refused.
+//
+// Until the topic's partition count is known (setPartitions, from the
+// topic's metadata) pick answers ok=false and the producer keys the order
+// by item as when spreading is off.
+type spreader struct {
+	stickFor   time.Duration
+	partitions atomic.Int32 // 0: not known yet
+	current    atomic.Int32
+	moveAt     atomic.Int64 // unix nanoseconds: when to move to the next partition
+}
+
+// setPartitions records the topic's partition count (n <= 0 is ignored:
+// a failed metadata read keeps the last count).
+func (s *spreader) setPartitions(n int) {
+	if n > 0 {
+		s.partitions.Store(int32(n))
+	}
+}
+
+// pick chooses the partition of an order published at now, the breaker
+// that allowed it and whether that is its trial. known is false while the
+// partition count is not known; ok is false when every partition's breaker
+// refuses.
+func (s *spreader) pick(now time.Time, bs *breakers) (part int32, b *breaker, trial, ok, known bool) {
+	n := s.partitions.Load()
+	if n <= 0 {
+		return 0, nil, false, false, false
+	}
+	cur := s.current.Load() % n
+	if at := s.moveAt.Load(); now.UnixNano() >= at && s.moveAt.CompareAndSwap(at, now.Add(s.stickFor).UnixNano()) {
+		cur = (cur + 1) % n
+		s.current.Store(cur)
+	}
+	for i := range n {
+		p := (cur + i) % n
+		b := bs.forPartition(p)
+		if ok, trial := b.allow(now); ok {
+			if i > 0 {
+				s.current.CompareAndSwap(cur, p)
+			}
+			return p, b, trial, true, true
+		}
+	}
+	return 0, nil, false, false, true
+}
