@@ -69,10 +69,13 @@ type Producer struct {
 	now      func() time.Time
 }
 
-// spreadStick is how long a spreading producer stays on one partition:
-// librdkafka's own sticky.partitioning.linger.ms, so a partition's batch
-// holds what a few lingers gather.
-const spreadStick = 10 * time.Millisecond
+// spreadStick is how long a spreading producer stays on one partition. On
+// the three-node cluster, 10 ms (librdkafka's sticky.partitioning.linger.ms)
+// doubled the brokers' CPU per order against keyed orders and sold out in
+// 5.1 s against 3.4 s; 100 ms cost what keyed orders cost (3.1 s; three
+// selling-only demos each, benchmarks/README.md). A hot sale still visits
+// every partition within a few seconds.
+const spreadStick = 100 * time.Millisecond
 
 // partitionsRefresh is how often a spreading producer reads the topic's
 // partition count again (a topic can gain partitions), and partitionsRetry

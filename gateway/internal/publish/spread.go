@@ -9,7 +9,8 @@ import (
 // to every partition of the topic (Config.Spread), so that a hot item's
 // sale is carried by every partition leader and consumer instead of one.
 // It stays on one partition for stickFor, so librdkafka's batches stay
-// as large as with a key, then moves on to the next. A partition whose
+// as large as with a key and each broker serves one partition's batches
+// at a time, then moves on to the next. A partition whose
 // breaker refuses is passed over, so a leader that stopped acknowledging
 // costs the orders in flight to it, not the sale; only when every
 // partition refuses is the order refused.
