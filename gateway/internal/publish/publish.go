@@ -48,8 +48,8 @@ type Config struct {
 	// breaker and breakers.
 	FailFastAfter int
 	FailFastFor   time.Duration
-	// Spread puts one item's orders on every partition of the topic, a few
-	// milliseconds on each in turn, instead of keying them by item (one
+	// Spread puts one item's orders on every partition of the topic,
+	// spreadStick on each in turn, instead of keying them by item (one
 	// partition, one leader and one consumer per sale). See spreader.
 	Spread bool
 	// Security is TLS and SASL towards the brokers (pkg/kafkaconf).
