@@ -197,6 +197,31 @@ func TestKafkaLeaderKilled(t *testing.T) {
 	r.Audit = "no reconcile; audit " + sl.audit(d)
 }
 
+// proxiedCluster puts a toxiproxy in front of each node's PROXIED listener
+// and checks that a client bootstrapped through them is told only of
+// proxies. It returns the proxies by node id and the bootstrap list for
+// the gateway.
+func proxiedCluster(t *testing.T, ctx context.Context) (map[int]*netFault, string) {
+	t.Helper()
+	proxies := map[int]*netFault{}
+	var proxied []string
+	for id := 1; id <= testenv.KafkaClusterNodes; id++ {
+		px := newNetFaultAt(t, fmt.Sprintf("kafka-%d", id), fmt.Sprintf("127.0.0.1:%d", testenv.KafkaClusterProxiedPort(id)),
+			fmt.Sprintf("127.0.0.1:%d", testenv.KafkaClusterProxiedUpstream(id)))
+		proxies[id] = px
+		proxied = append(proxied, px.addr)
+	}
+	advertised, err := brokers(ctx, strings.Join(proxied, ","))
+	if err != nil {
+		t.Fatalf("metadata through the proxies: %v", err)
+	}
+	sort.Strings(advertised)
+	if !slices.Equal(advertised, proxied) {
+		t.Fatalf("through the proxies the cluster advertises %v, want %v", advertised, proxied)
+	}
+	return proxies, strings.Join(proxied, ",")
+}
+
 // Each node advertises a PROXIED listener at a port where the test puts a
 // toxiproxy (deploy/stack/kafka-node.sh); the gateway bootstraps through the three
 // proxies, so every byte between it and each broker crosses one. First the
@@ -216,24 +241,9 @@ func TestKafkaBrokerCutOff(t *testing.T) {
 	record(t, r)
 	ctx := testenv.Context(t)
 	bootstrap := testenv.RequireKafkaCluster(t)
-	proxies := map[int]*netFault{}
-	var proxied []string
-	for id := 1; id <= testenv.KafkaClusterNodes; id++ {
-		px := newNetFaultAt(t, fmt.Sprintf("kafka-%d", id), fmt.Sprintf("127.0.0.1:%d", testenv.KafkaClusterProxiedPort(id)),
-			fmt.Sprintf("127.0.0.1:%d", testenv.KafkaClusterProxiedUpstream(id)))
-		proxies[id] = px
-		proxied = append(proxied, px.addr)
-	}
-	advertised, err := brokers(ctx, strings.Join(proxied, ","))
-	if err != nil {
-		t.Fatalf("metadata through the proxies: %v", err)
-	}
-	sort.Strings(advertised)
-	if !slices.Equal(advertised, proxied) {
-		t.Fatalf("through the proxies the cluster advertises %v, want %v", advertised, proxied)
-	}
+	proxies, proxied := proxiedCluster(t, ctx)
 	s := harness.Start(t, harness.Options{Env: baseEnv(nil), KafkaBrokers: bootstrap,
-		ProcEnv: map[string]map[string]string{"gateway": {"FLASHSALE_KAFKA_BROKERS": strings.Join(proxied, ",")}}})
+		ProcEnv: map[string]map[string]string{"gateway": {"FLASHSALE_KAFKA_BROKERS": proxied}}})
 	d := dial(t)
 	const publishTimeout = time.Second
 	sl := openSale(t, s, 2500)
@@ -341,16 +351,9 @@ func TestKafkaBrokerCutOffSpread(t *testing.T) {
 	record(t, r)
 	ctx := testenv.Context(t)
 	bootstrap := testenv.RequireKafkaCluster(t)
-	proxies := map[int]*netFault{}
-	var proxied []string
-	for id := 1; id <= testenv.KafkaClusterNodes; id++ {
-		px := newNetFaultAt(t, fmt.Sprintf("kafka-%d", id), fmt.Sprintf("127.0.0.1:%d", testenv.KafkaClusterProxiedPort(id)),
-			fmt.Sprintf("127.0.0.1:%d", testenv.KafkaClusterProxiedUpstream(id)))
-		proxies[id] = px
-		proxied = append(proxied, px.addr)
-	}
+	proxies, proxied := proxiedCluster(t, ctx)
 	s := harness.Start(t, harness.Options{Env: baseEnv(map[string]string{"FLASHSALE_PUBLISH_SPREAD": "true"}), KafkaBrokers: bootstrap,
-		ProcEnv: map[string]map[string]string{"gateway": {"FLASHSALE_KAFKA_BROKERS": strings.Join(proxied, ",")}}})
+		ProcEnv: map[string]map[string]string{"gateway": {"FLASHSALE_KAFKA_BROKERS": proxied}}})
 	d := dial(t)
 	const publishTimeout = time.Second
 	sl := openSale(t, s, 2000)
