@@ -242,7 +242,10 @@ func TestKafkaBrokerCutOff(t *testing.T) {
 	ctx := testenv.Context(t)
 	bootstrap := testenv.RequireKafkaCluster(t)
 	proxies, proxied := proxiedCluster(t, ctx)
-	s := harness.Start(t, harness.Options{Env: baseEnv(nil), KafkaBrokers: bootstrap,
+	// Keyed by item whatever the environment says: the test is about the
+	// sales on a cut-off leader's partitions (TestKafkaBrokerCutOffSpread
+	// is the spread one).
+	s := harness.Start(t, harness.Options{Env: baseEnv(map[string]string{"FLASHSALE_PUBLISH_SPREAD": "false"}), KafkaBrokers: bootstrap,
 		ProcEnv: map[string]map[string]string{"gateway": {"FLASHSALE_KAFKA_BROKERS": proxied}}})
 	d := dial(t)
 	const publishTimeout = time.Second
@@ -347,7 +350,7 @@ func TestKafkaBrokerCutOff(t *testing.T) {
 // sale whose partition the node leads (TestKafkaBrokerCutOff).
 func TestKafkaBrokerCutOffSpread(t *testing.T) {
 	r := &row{Fault: "7d. Kafka broker cut off, orders spread over every partition (toxiproxy, 3 nodes)",
-		Injected: "FLASHSALE_PUBLISH_SPREAD=true; gateway's Kafka through a toxiproxy per broker; black hole (timeout toxic, both ways) on the proxy of partition 0's leader for 4s; crowd 100 req/s; FLASHSALE_PUBLISH_TIMEOUT=1s, fail fast after 5 failed deliveries to a partition for 1s"}
+		Injected: "FLASHSALE_PUBLISH_SPREAD=true; gateway's Kafka through a toxiproxy per broker; black hole (timeout toxic, both ways) on the proxy of partition 0's leader for 5s; crowd 100 req/s; FLASHSALE_PUBLISH_TIMEOUT=1s, fail fast after 5 failed deliveries to a partition for 1s"}
 	record(t, r)
 	ctx := testenv.Context(t)
 	bootstrap := testenv.RequireKafkaCluster(t)
@@ -392,7 +395,7 @@ func TestKafkaBrokerCutOffSpread(t *testing.T) {
 
 	sl.setPhase(cut)
 	proxies[st.leader].inject("timeout", `{"timeout":0}`, "upstream", "downstream")
-	time.Sleep(4 * time.Second)
+	time.Sleep(5 * time.Second)
 	proxies[st.leader].heal()
 	sl.setPhase(healed)
 	time.Sleep(time.Second)
@@ -402,10 +405,14 @@ func TestKafkaBrokerCutOffSpread(t *testing.T) {
 	inCut := within(cut)
 	sl.checkOnly("node cut off", inCut, outcome.Accepted, outcome.Unavailable)
 	sl.checkUnavailable("node cut off", inCut)
-	// Once the cut-off leader's partitions have failed their deliveries
-	// (a publish timeout, plus five visits of the spreader), the orders go
-	// to the others: only the breakers' trials still meet the black hole.
-	settled := 2 * publishTimeout
+	// Once the cut-off leader's partitions have failed their deliveries,
+	// the orders go to the others: only the breakers' trials still meet the
+	// black hole. A failure is reported a publish timeout (and up to ~0.35 s
+	// more) after its order was sent, and the spreader comes back to a
+	// partition 1.2 s after it left it (12 partitions, 100 ms each), so a
+	// dead partition may take a second visit's orders before its breaker
+	// opens: by 2.5 s every dead partition has had its five failures.
+	settled := 2*publishTimeout + publishTimeout/2
 	late := func(a answer) bool { return inCut(a) && a.sent.Sub(sl.phaseAt(cut)) > settled }
 	lateAll, lateAccepted := sl.count(late), sl.count(func(a answer) bool { return late(a) && a.kind == outcome.Accepted })
 	if lateAll == 0 {
@@ -471,8 +478,8 @@ func TestKafkaTwoBrokersDown(t *testing.T) {
 	in := within(down)
 	sl.checkOnly("two nodes down", in, outcome.Unavailable)
 	sl.checkUnavailable("two nodes down", in)
-	if failingFast != 1 {
-		t.Errorf("3s into the outage flashsale_gateway_publish_failing_fast = %v, want 1", failingFast)
+	if failingFast < 1 {
+		t.Errorf("3s into the outage flashsale_gateway_publish_failing_fast = %v, want at least 1 (the sale's partition)", failingFast)
 	}
 	// Once the first deliveries failed, refusals come at once: the answers
 	// sent after twice the publish timeout did not wait for it.
@@ -498,7 +505,7 @@ func TestKafkaTwoBrokersDown(t *testing.T) {
 		median = late[len(late)/2]
 	}
 	r.Answered = fmt.Sprintf("nodes %v killed (leader %d kept): %s, failing fast %v, median refusal after the first %v: %v; one node back: first 202 %v after its start (%s); after all back: %s",
-		followers, st.leader, sl.summary(in), failingFast == 1, 2*publishTimeout, median.Round(time.Millisecond), back.Round(time.Millisecond),
+		followers, st.leader, sl.summary(in), failingFast >= 1, 2*publishTimeout, median.Round(time.Millisecond), back.Round(time.Millisecond),
 		sl.summary(within(oneBack)), sl.summary(func(a answer) bool { return a.phase >= allBack }))
 	r.Audit = "no reconcile; audit " + sl.audit(d)
 }
