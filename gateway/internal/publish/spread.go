@@ -13,7 +13,13 @@ import (
 // at a time, then moves on to the next. A partition whose
 // breaker refuses is passed over, so a leader that stopped acknowledging
 // costs the orders in flight to it, not the sale; only when every
-// partition refuses is the order refused.
+// partition refuses is the order refused. While more than half the
+// partitions are failing fast, the cluster has lost more than one leader
+// (a quorum, or the gateway's reach): the partitions not failing yet
+// would most likely fail too, and each would hold its orders for the
+// publish timeout before its breaker learnt it. Then only the breakers'
+// trials go out, and the rest is refused at once, as a keyed sale's
+// purchases are once its one partition fails.
 //
 // Until the topic's partition count is known (setPartitions, from the
 // topic's metadata) pick answers ok=false and the producer keys the order
@@ -23,7 +29,12 @@ type spreader struct {
 	partitions atomic.Int32 // 0: not known yet
 	current    atomic.Int32
 	moveAt     atomic.Int64 // unix nanoseconds: when to move to the next partition
+	countedAt  atomic.Int64 // unix nanoseconds: when mostlyDown was last counted
+	mostlyDown atomic.Bool  // more than half the partitions failing fast
 }
+
+// recount is how often the partitions failing fast are counted again.
+const recount = 10 * time.Millisecond
 
 // setPartitions records the topic's partition count (n <= 0 is ignored:
 // a failed metadata read keeps the last count).
@@ -47,9 +58,13 @@ func (s *spreader) pick(now time.Time, bs *breakers) (part int32, b *breaker, tr
 		cur = (cur + 1) % n
 		s.current.Store(cur)
 	}
+	down := s.down(now, bs, n)
 	for i := range n {
 		p := (cur + i) % n
 		b := bs.forPartition(p)
+		if down && !b.open() {
+			continue // mostly down: only trials go out
+		}
 		if ok, trial := b.allow(now); ok {
 			if i > 0 {
 				s.current.CompareAndSwap(cur, p)
@@ -58,4 +73,20 @@ func (s *spreader) pick(now time.Time, bs *breakers) (part int32, b *breaker, tr
 		}
 	}
 	return 0, nil, false, false, true
+}
+
+// down reports whether more than half the n partitions are failing fast,
+// counted at most every recount.
+func (s *spreader) down(now time.Time, bs *breakers, n int32) bool {
+	at := s.countedAt.Load()
+	if now.UnixNano()-at >= int64(recount) && s.countedAt.CompareAndSwap(at, now.UnixNano()) {
+		open := int32(0)
+		for p := range n {
+			if bs.forPartition(p).open() {
+				open++
+			}
+		}
+		s.mostlyDown.Store(2*open > n)
+	}
+	return s.mostlyDown.Load()
 }

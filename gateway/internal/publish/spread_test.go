@@ -80,6 +80,55 @@ func TestSpreaderPicks(t *testing.T) {
 	}
 }
 
+// With more than half the partitions failing fast the cluster is taken as
+// down: the partitions not failing yet are not tried (each would hold its
+// orders for the publish timeout), only the breakers' trials go out, and
+// once a trial brings a partition back below half, every closed one is
+// used again.
+func TestSpreaderMostlyDown(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	bs := newBreakers(1, time.Second)
+	s := &spreader{stickFor: 10 * time.Millisecond}
+	s.setPartitions(4)
+	bs.forPartition(0).failure(t0, false)
+	bs.forPartition(1).failure(t0.Add(10*time.Millisecond), false)
+	// Two of four is not more than half: partitions 2 and 3 take orders.
+	if p, _, _, ok, _ := s.pick(t0.Add(20*time.Millisecond), bs); !ok || p < 2 {
+		t.Fatalf("two of four failing: pick = partition %d, ok %v; want 2 or 3", p, ok)
+	}
+	bs.forPartition(2).failure(t0.Add(30*time.Millisecond), false)
+	// Three of four: partition 3 is not tried.
+	for at := 50 * time.Millisecond; at < time.Second; at += 50 * time.Millisecond {
+		if p, _, _, ok, _ := s.pick(t0.Add(at), bs); ok {
+			t.Fatalf("three of four failing, at +%v: pick = partition %d; want none", at, p)
+		}
+	}
+	// Partition 0's cooldown is over: its trial goes, and nothing else.
+	p, b, trial, ok, _ := s.pick(t0.Add(time.Second), bs)
+	if !ok || !trial || p != 0 {
+		t.Fatalf("after partition 0's cooldown: pick = partition %d, ok %v, trial %v; want partition 0's trial", p, ok, trial)
+	}
+	if p, _, _, ok, _ := s.pick(t0.Add(time.Second+time.Millisecond), bs); ok {
+		t.Fatalf("with partition 0's trial in flight: pick = partition %d; want none", p)
+	}
+	// The trial is acknowledged: two of four again, so partition 3 (and 0)
+	// take orders.
+	b.success(true)
+	seen := map[int32]bool{}
+	for at := time.Second + 20*time.Millisecond; at < time.Second+200*time.Millisecond; at += 5 * time.Millisecond {
+		p, b, trial, ok, _ := s.pick(t0.Add(at), bs)
+		if ok && trial {
+			b.untried()
+		}
+		if ok {
+			seen[p] = true
+		}
+	}
+	if !seen[3] || !seen[0] {
+		t.Errorf("after the trial closed partition 0, partitions used: %v; want 0 and 3", seen)
+	}
+}
+
 // On the real broker: spreading, one item's orders reach every partition
 // of the topic; keyed by item, they all go to one.
 func TestPublishSpread(t *testing.T) {
