@@ -20,7 +20,8 @@ const Version = 1
 const MaxUserIDLen = 128
 
 // OrderPlaced says that a shopper reserved one unit of an item. The gateway
-// publishes it keyed by item id; the order service turns it into exactly one
+// publishes it on every partition in turn (or keyed by item id, with
+// FLASHSALE_PUBLISH_SPREAD=false); the order service turns it into exactly one
 // order row, or a visible REJECTED one whose unit goes back.
 type OrderPlaced struct {
 	Version  int       `json:"v"`

@@ -99,7 +99,7 @@ type Config struct {
 	PublishFailFastAfter int
 	PublishFailFastFor   time.Duration
 	// PublishSpread puts one item's orders on every partition of the
-	// orders topic in turn instead of keying them by item.
+	// orders topic in turn (the default) instead of keying them by item.
 	PublishSpread bool
 	PostgresDSN   string // catalog reads, and settling unconfirmed publishes
 	// SettleTimeout bounds one settling transaction (the REJECTED row that
@@ -172,7 +172,7 @@ func Load(env pkgconfig.Env) (Config, error) {
 		PublishLinger:        s.Duration("FLASHSALE_PUBLISH_LINGER", 2*time.Millisecond),
 		PublishFailFastAfter: s.Int("FLASHSALE_PUBLISH_FAIL_FAST_AFTER", 5),
 		PublishFailFastFor:   s.Duration("FLASHSALE_PUBLISH_FAIL_FAST_FOR", time.Second),
-		PublishSpread:        s.Bool("FLASHSALE_PUBLISH_SPREAD", false),
+		PublishSpread:        s.Bool("FLASHSALE_PUBLISH_SPREAD", true),
 		PostgresDSN:          s.String("FLASHSALE_PG_DSN", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable"),
 		SettleTimeout:        s.Duration("FLASHSALE_SETTLE_TIMEOUT", time.Second),
 		OrdersvcAddr:         s.String("FLASHSALE_ORDERSVC_ADDR", "127.0.0.1:8090"),
