@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// errBrokerDown is what Publish returns while the item's partition's
-// breaker is open: the event never reached the producer, so the caller
-// gives the unit back at once. Built once: under an outage every purchase
-// of the partition's sales meets it.
+// errBrokerDown is what Publish returns while the breaker of the
+// partition an order would go to is open (spreading: while no partition's
+// breaker allows it): the event never reached the producer, so the caller
+// gives the unit back at once. Built once: under an outage every refused
+// purchase meets it.
 var errBrokerDown = fmt.Errorf("%w: the broker failed the last deliveries to the item's partition; failing fast until a trial delivery succeeds", ErrNotPublished)
 
 // breaker makes purchases fail fast while the broker is known to be down.
@@ -94,12 +95,13 @@ const unknownPartition int32 = -1
 // over and each item's next delivery names its partition again.
 const maxItemsLearned = 1 << 16
 
-// breakers keeps one breaker per partition of the topic. Orders are keyed
-// by item, so one sale's orders go to one partition and its leader: a
-// broker that fails the deliveries of the partitions it leads makes their
-// sales fail fast, and the sales whose partitions other brokers lead keep
-// selling. librdkafka chooses the partition (from the key); which one an
-// item's orders go to is learned from their delivery reports, which name it.
+// breakers keeps one breaker per partition of the topic, so a broker that
+// fails the deliveries of the partitions it leads stops only the orders
+// bound there. Spreading, the spreader passes over those partitions (see
+// spreader). Keyed by item, librdkafka chooses the partition from the key:
+// which one an item's orders go to is learned from their delivery reports,
+// which name it, and the sales on the failing partitions fail fast while
+// the others keep selling.
 type breakers struct {
 	threshold int64
 	cooldown  time.Duration

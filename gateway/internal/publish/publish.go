@@ -174,17 +174,7 @@ func topicOf(md *kafka.Metadata, topic string) (kafka.TopicMetadata, bool) {
 // breakers).
 func (p *Producer) Publish(itemID int64, value []byte) error {
 	start := p.now()
-	part, b, trial, ok := kafka.PartitionAny, (*breaker)(nil), false, false
-	if p.spread != nil {
-		var known bool
-		if part, b, trial, ok, known = p.spread.pick(start, p.breakers); !known {
-			part = kafka.PartitionAny
-		}
-	}
-	if part == kafka.PartitionAny {
-		b = p.breakers.forItem(itemID)
-		ok, trial = b.allow(start)
-	}
+	part, b, trial, ok := p.choose(itemID, start)
 	if !ok {
 		p.metrics.refused.Inc()
 		return errBrokerDown
@@ -209,6 +199,21 @@ func (p *Producer) Publish(itemID int64, value []byte) error {
 	}
 	p.metrics.ack.Observe(now.Sub(start).Seconds())
 	return nil
+}
+
+// choose is the partition of an order of itemID published at now: the
+// spreader's, or kafka.PartitionAny (keyed by item) when spreading is off or
+// the partition count is not known yet. b is the breaker that allowed it
+// (ok) or refused it, trial whether it is that breaker's trial.
+func (p *Producer) choose(itemID int64, now time.Time) (part int32, b *breaker, trial, ok bool) {
+	if p.spread != nil {
+		if part, b, trial, ok, known := p.spread.pick(now, p.breakers); known {
+			return part, b, trial, ok
+		}
+	}
+	b = p.breakers.forItem(itemID)
+	ok, trial = b.allow(now)
+	return kafka.PartitionAny, b, trial, ok
 }
 
 // BrokersDown opens every partition's breaker at once: librdkafka reported
