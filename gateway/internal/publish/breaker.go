@@ -57,10 +57,12 @@ func (b *breaker) success(trial bool) {
 	}
 }
 
-// failure records a delivery the broker did not acknowledge.
+// failure records a delivery the broker did not acknowledge. A trial's
+// failure opens the breaker again only while it is open: when a late
+// acknowledgement closed it meanwhile, the trial counts as one failure.
 func (b *breaker) failure(now time.Time, trial bool) {
 	n := b.failures.Add(1)
-	if b.threshold > 0 && (trial || n >= b.threshold) {
+	if b.threshold > 0 && (n >= b.threshold || trial && b.open()) {
 		b.openUntil.Store(now.Add(b.cooldown).UnixNano())
 	}
 	if trial {
@@ -102,9 +104,17 @@ const maxItemsLearned = 1 << 16
 // which one an item's orders go to is learned from their delivery reports,
 // which name it, and the sales on the failing partitions fail fast while
 // the others keep selling.
+//
+// librdkafka's report that it reaches no broker (trip) opens every breaker
+// and holds until a delivery is acknowledged: a partition's breaker made
+// meanwhile (a spreading producer makes them on its first pick) starts
+// open too, with its trial after the trip's cooldown, or at once if that
+// has passed.
 type breakers struct {
 	threshold int64
 	cooldown  time.Duration
+	unknown   *breaker     // byPart[unknownPartition]
+	tripped   atomic.Int64 // unix nanoseconds: the last trip's cooldown end, until an acknowledgement; 0: none
 
 	mu     sync.RWMutex
 	byPart map[int32]*breaker
@@ -112,8 +122,9 @@ type breakers struct {
 }
 
 func newBreakers(threshold int64, cooldown time.Duration) *breakers {
-	return &breakers{threshold: threshold, cooldown: cooldown,
-		byPart: map[int32]*breaker{unknownPartition: {threshold: threshold, cooldown: cooldown}},
+	unknown := &breaker{threshold: threshold, cooldown: cooldown}
+	return &breakers{threshold: threshold, cooldown: cooldown, unknown: unknown,
+		byPart: map[int32]*breaker{unknownPartition: unknown},
 		items:  map[int64]int32{}}
 }
 
@@ -132,8 +143,19 @@ func (bs *breakers) forItem(itemID int64) *breaker {
 // record counts a delivery for rb, the breaker of the partition its report
 // named. b is the breaker allow was asked of, trial what it answered: when
 // rb is another (the item's first report, or its partition moved), b's
-// trial ends with the same outcome.
-func record(b, rb *breaker, trial, acked bool, now time.Time) {
+// trial ends with the same outcome. An acknowledgement also ends a trip
+// and closes the breaker of the deliveries that named no partition: the
+// cluster is reachable, and once every item is placed nothing would ask
+// that breaker for a trial again (it would count as failing fast for ever).
+func (bs *breakers) record(b, rb *breaker, trial, acked bool, now time.Time) {
+	if acked {
+		if bs.tripped.Load() != 0 {
+			bs.tripped.Store(0)
+		}
+		if bs.unknown.open() {
+			bs.unknown.success(false)
+		}
+	}
 	count := func(x *breaker, trial bool) {
 		if acked {
 			x.success(trial)
@@ -185,15 +207,26 @@ func (bs *breakers) forPartition(part int32) *breaker {
 	defer bs.mu.Unlock()
 	if b = bs.byPart[part]; b == nil {
 		b = &breaker{threshold: bs.threshold, cooldown: bs.cooldown}
+		// Made while every broker is known down: open like the others.
+		// trip stores tripped under the read lock, so it either sees this
+		// breaker in byPart or stored tripped before it was made.
+		if until := bs.tripped.Load(); until != 0 {
+			b.openUntil.Store(until)
+		}
 		bs.byPart[part] = b
 	}
 	return b
 }
 
-// trip opens every partition's breaker (librdkafka reaches no broker).
+// trip opens every partition's breaker (librdkafka reaches no broker),
+// the ones made before the next acknowledgement too.
 func (bs *breakers) trip(now time.Time) {
+	if bs.threshold <= 0 {
+		return
+	}
 	bs.mu.RLock()
 	defer bs.mu.RUnlock()
+	bs.tripped.Store(now.Add(bs.cooldown).UnixNano())
 	for _, b := range bs.byPart {
 		b.trip(now)
 	}

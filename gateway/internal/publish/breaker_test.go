@@ -66,6 +66,14 @@ func TestBreaker(t *testing.T) {
 			{at: time.Second, do: "open", wantOpen: true},
 			{at: time.Second, do: "allow", wantOK: true, wantTrial: true},
 		}},
+		{name: "a trial that fails after a late acknowledgement closed the breaker counts as one failure", threshold: 3, steps: []step{
+			{do: "failure"}, {do: "failure"}, {do: "failure"},
+			{at: time.Second, do: "allow", wantOK: true, wantTrial: true},
+			{at: 1100 * time.Millisecond, do: "success"},
+			{at: 1500 * time.Millisecond, do: "failure", trial: true},
+			{at: 1500 * time.Millisecond, do: "open", wantOpen: false},
+			{at: 1500 * time.Millisecond, do: "allow", wantOK: true},
+		}},
 		{name: "a late acknowledgement of an earlier delivery closes it", threshold: 1, steps: []step{
 			{do: "failure"},
 			{at: 10 * time.Millisecond, do: "success"},
@@ -151,7 +159,7 @@ func TestBreakersIsolatePartitions(t *testing.T) {
 		if !ok {
 			t.Fatalf("item %d refused at +%v before its delivery", item, at)
 		}
-		record(b, bs.forReport(item, part), trial, acked, t0.Add(at))
+		bs.record(b, bs.forReport(item, part), trial, acked, t0.Add(at))
 	}
 	allowed := func(item int64, at time.Duration) bool {
 		ok, trial := bs.forItem(item).allow(t0.Add(at))
@@ -203,7 +211,7 @@ func TestBreakersTrialOfAnItemNotYetPlaced(t *testing.T) {
 	if !ok || !trial {
 		t.Fatalf("allow after the cooldown = (%v, %v), want the trial", ok, trial)
 	}
-	record(unknown, bs.forReport(1, 4), trial, true, t0.Add(time.Second))
+	bs.record(unknown, bs.forReport(1, 4), trial, true, t0.Add(time.Second))
 	if unknown.open() {
 		t.Error("the unknown partition's breaker is still open after its trial was acknowledged on partition 4")
 	}
@@ -218,7 +226,7 @@ func TestBreakersTrialOfAnItemNotYetPlaced(t *testing.T) {
 	if !ok || !trial {
 		t.Fatalf("item 2 allow after the cooldown = (%v, %v), want the trial", ok, trial)
 	}
-	record(unknown, bs.forReport(2, 6), trial, false, t0.Add(3*time.Second))
+	bs.record(unknown, bs.forReport(2, 6), trial, false, t0.Add(3*time.Second))
 	if !unknown.open() {
 		t.Error("the unknown partition's breaker closed after its trial failed")
 	}
@@ -237,5 +245,67 @@ func TestBreakersForgetItemsPastTheBound(t *testing.T) {
 	}
 	if n := len(bs.byPart); n != 13 {
 		t.Errorf("%d breakers, want 13 (12 partitions and the unknown one)", n)
+	}
+}
+
+// librdkafka's report that it reaches no broker holds until a delivery is
+// acknowledged: the breakers a spreading producer makes on its first pick
+// after it start open as well.
+func TestBreakersTripHoldsUntilAnAcknowledgement(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	bs := newBreakers(5, time.Second)
+	s := &spreader{stickFor: 100 * time.Millisecond}
+	s.setPartitions(3)
+	bs.trip(t0) // before any partition's breaker exists
+	if _, _, _, ok, _ := s.pick(t0.Add(time.Millisecond), bs); ok {
+		t.Fatal("an order was sent right after every broker was reported down")
+	}
+	// After the cooldown each partition gets its trial, one at a time.
+	trials := map[int32]*breaker{}
+	for range 4 {
+		part, b, trial, ok, _ := s.pick(t0.Add(time.Second), bs)
+		if !ok {
+			break
+		}
+		if !trial {
+			t.Fatalf("partition %d allowed an order that is not its trial while every broker is down", part)
+		}
+		trials[part] = b
+	}
+	if len(trials) != 3 {
+		t.Fatalf("%d trials after the cooldown, want one per partition (3)", len(trials))
+	}
+	// One is acknowledged: the trip is over, and a breaker made now starts
+	// closed; the other partitions wait for their own trials.
+	bs.record(trials[0], trials[0], true, true, t0.Add(1100*time.Millisecond))
+	if ok, _ := bs.forPartition(7).allow(t0.Add(1100 * time.Millisecond)); !ok {
+		t.Error("a partition first used after an acknowledgement starts open")
+	}
+	if n := bs.open(); n != 2 {
+		t.Errorf("open() = %d after one partition's trial was acknowledged, want 2", n)
+	}
+}
+
+// After every broker came back, the breaker of the deliveries that named
+// no partition closes with the first acknowledgement: once every item is
+// placed nothing asks it for a trial, and it would count as failing fast
+// (and fire the alert) for ever.
+func TestBreakersCloseTheUnknownPartitionOnAnAcknowledgement(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	bs := newBreakers(5, time.Second)
+	b := bs.forItem(1)
+	bs.record(b, bs.forReport(1, 3), false, true, t0) // item 1 is on partition 3
+	bs.trip(t0.Add(10 * time.Millisecond))
+	if n := bs.open(); n != 2 {
+		t.Fatalf("open() = %d after the trip, want 2 (partition 3 and the unknown one)", n)
+	}
+	b = bs.forItem(1)
+	ok, trial := b.allow(t0.Add(1100 * time.Millisecond))
+	if !ok || !trial {
+		t.Fatalf("allow after the cooldown = (%v, %v), want the trial", ok, trial)
+	}
+	bs.record(b, bs.forReport(1, 3), trial, true, t0.Add(1200*time.Millisecond))
+	if n := bs.open(); n != 0 {
+		t.Errorf("open() = %d with the brokers back and item 1's trial acknowledged, want 0", n)
 	}
 }

@@ -192,7 +192,7 @@ func (p *Producer) Publish(itemID int64, value []byte) error {
 		rb = p.breakers.forReport(itemID, reported)
 	}
 	now := p.now()
-	record(b, rb, trial, err == nil, now)
+	p.breakers.record(b, rb, trial, err == nil, now)
 	if err != nil {
 		p.metrics.failed.Inc()
 		return err
@@ -264,7 +264,10 @@ func (p *Producer) Events() <-chan kafka.Event { return p.p.Events() }
 // It returns how many publishes were still waiting for their report. Every
 // Publish waits for its own report, so once the HTTP server has drained
 // there is nothing to flush, and Close does not wait on an unreachable
-// broker for internal requests that carry no order.
+// broker for internal requests that carry no order. Publishes still
+// waiting after timeout (the drain gave up on them) are purged: each gets
+// its report, unconfirmed, and its caller settles the order as after any
+// unconfirmed delivery, instead of waiting for ever on a closed producer.
 func (p *Producer) Close(timeout time.Duration) int {
 	close(p.stop)
 	p.refresh.Wait()
@@ -272,6 +275,15 @@ func (p *Producer) Close(timeout time.Duration) int {
 		p.p.Flush(int(timeout / time.Millisecond))
 	}
 	left := int(p.inFlight.Load())
+	if left > 0 {
+		if err := p.p.Purge(kafka.PurgeQueue | kafka.PurgeInFlight); err == nil {
+			p.p.Flush(int(purgeServe / time.Millisecond))
+		}
+	}
 	p.p.Close()
 	return left
 }
+
+// purgeServe bounds how long Close waits for the purged deliveries'
+// reports to reach their publishes.
+const purgeServe = time.Second

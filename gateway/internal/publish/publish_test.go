@@ -71,3 +71,29 @@ func TestPublishFailureKinds(t *testing.T) {
 		})
 	}
 }
+
+// A publish still waiting when the producer closes (the HTTP drain gave up
+// on it) gets an answer, unconfirmed, so its caller settles the order;
+// without the purge it waited for ever on the closed producer.
+func TestCloseAnswersPublishesStillWaiting(t *testing.T) {
+	p, err := New(Config{Brokers: blackHole(t), Topic: "flash-sale-orders", Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Publish(1, []byte(`{}`)) }()
+	for p.inFlight.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if left := p.Close(100 * time.Millisecond); left != 1 {
+		t.Errorf("Close() = %d publishes left waiting, want 1", left)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrUnconfirmed) {
+			t.Errorf("publish waiting at Close: %v, want ErrUnconfirmed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a publish waiting at Close got no answer 10 s after it")
+	}
+}

@@ -53,10 +53,13 @@ func (s *spreader) pick(now time.Time, bs *breakers) (part int32, b *breaker, tr
 	if n <= 0 {
 		return 0, nil, false, false, false
 	}
-	cur := s.current.Load() % n
+	raw := s.current.Load()
+	cur := raw % n
 	if at := s.moveAt.Load(); now.UnixNano() >= at && s.moveAt.CompareAndSwap(at, now.Add(s.stickFor).UnixNano()) {
 		cur = (cur + 1) % n
-		s.current.Store(cur)
+		// Not Store: a pick that passed over an open partition since raw
+		// was read moved current on, and that must not be undone.
+		s.current.CompareAndSwap(raw, cur)
 	}
 	down := s.down(now, bs, n)
 	for i := range n {

@@ -113,7 +113,9 @@ func decide(pubErr error, settle func() (Settlement, error)) (verdict, error) {
 	switch {
 	case pubErr == nil:
 		return accept, nil
-	case errors.Is(pubErr, publish.ErrNotPublished):
+	case errors.Is(pubErr, publish.ErrNotPublished) && !errors.Is(pubErr, publish.ErrUnconfirmed):
+		// Only an error that says nothing but "not published": one that
+		// also says "maybe written" is settled like any unconfirmed one.
 		return giveBack, pubErr
 	}
 	// Anything else, ErrUnconfirmed and errors of unknown kind alike, may

@@ -54,6 +54,9 @@ func TestDecide(t *testing.T) {
 		// An error of no known kind is treated as maybe written.
 		{name: "unknown publish error, tombstone written", pubErr: errors.New("boom"), settled: Abandoned, want: giveBack, wantSettle: true},
 		{name: "unknown publish error, order already stored", pubErr: errors.New("boom"), settled: Placed, want: accept, wantSettle: true},
+		// An error that says both is maybe written: the unit is given back
+		// only after the settlement.
+		{name: "not published and unconfirmed at once", pubErr: fmt.Errorf("%w, %w", publish.ErrNotPublished, publish.ErrUnconfirmed), settled: Placed, want: accept, wantSettle: true},
 		// A settler answering nothing meaningful is not taken as either fate.
 		{name: "unconfirmed, no settlement", pubErr: errTimedOut, want: hold, wantSettle: true, wantErr: ErrUnresolved},
 	}
