@@ -91,3 +91,63 @@ func TestBrokerStoppedMidSale(t *testing.T) {
 		sl.summary(func(a answer) bool { return a.phase == back }), recovered.Round(time.Millisecond), phantom)
 	r.Audit = "no reconcile; audit " + sl.audit(d)
 }
+
+// The broker stopped before a sale's first purchase, on a gateway that
+// spreads orders and already knows the topic's partitions: librdkafka's
+// all-brokers-down must make the sale's purchases fail fast, though no
+// partition's breaker existed when it came. On the gateway before the fix
+// the first pick made closed breakers and every purchase waited out the
+// publish timeout.
+func TestBrokerStoppedBeforeTheSale(t *testing.T) {
+	const publishTimeout = 3 * time.Second
+	r := &row{Fault: "2b. Kafka broker stopped before the sale's first purchase",
+		Injected: "gateway up and the topic's partitions known; deploy/stack/kafka.sh stop; 2 s later a crowd of 50 req/s for 4 s; start kafka; FLASHSALE_PUBLISH_TIMEOUT=3s, orders spread"}
+	record(t, r)
+	s := harness.Start(t, harness.Options{Env: baseEnv(map[string]string{
+		"FLASHSALE_PUBLISH_TIMEOUT": publishTimeout.String(),
+		"FLASHSALE_PUBLISH_SPREAD":  "true",
+	})})
+	d := dial(t)
+	ctx := testenv.Context(t)
+	const qty = 200
+	sl := openSale(t, s, qty)
+
+	const (
+		down = 1
+		back = 2
+	)
+	time.Sleep(time.Second) // the gateway reads the partition count at start
+	stopServer(t, stackctl.Kafka)
+	time.Sleep(2 * time.Second) // librdkafka notices every broker gone
+	sl.setPhase(down)
+	stop := sl.crowd(ctx, 50, 32)
+	time.Sleep(4 * time.Second)
+	stop()
+
+	// Each partition's breaker lets one trial through per cooldown, and the
+	// trial waits out the publish timeout; everything else is refused at once.
+	sent := func(a answer) bool { return a.phase == down }
+	fast := sl.count(func(a answer) bool { return sent(a) && a.took < 500*time.Millisecond })
+	all := sl.count(sent)
+	if all == 0 {
+		t.Fatal("no purchase was sent during the outage")
+	}
+	if fast*10 < all*8 {
+		t.Errorf("%d of %d purchases sent with every broker down were answered within 500 ms, want at least 80 %%: %s",
+			fast, all, sl.slowest(sent, 8))
+	}
+	sl.checkOnly("answers during the outage", sent, outcome.Unavailable)
+
+	startServer(t, stackctl.Kafka)
+	sl.setPhase(back)
+	sl.untilSoldOut(ctx, 150, 64, 60*time.Second)
+	accepted := sl.acceptedCopy()
+	d.waitPersisted(t, sl.id, accepted, 60*time.Second)
+	recovered, ok := sl.recovery(back)
+	if !ok {
+		t.Errorf("the sale did not go on after the broker came back (%s)", sl.summary(within(back)))
+	}
+	r.Answered = fmt.Sprintf("outage: %d of %d answered within 500 ms (%s); after restart: %s, first 202 %v after the broker answered",
+		fast, all, sl.summary(sent), sl.summary(within(back)), recovered.Round(time.Millisecond))
+	r.Audit = "no reconcile; audit " + sl.audit(d)
+}
