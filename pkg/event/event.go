@@ -51,6 +51,13 @@ func ValidUserID(id string) bool {
 // can never succeed and goes to the dead-letter topic.
 var ErrInvalid = errors.New("event: invalid OrderPlaced")
 
+// ErrNewerVersion (an ErrInvalid) marks an event of a schema version newer
+// than this reader knows: a gateway upgraded before the order service. Its
+// order may have been answered 202, so a reader must not take it for
+// garbage and give its unit back; it sets it aside for a reader that knows
+// the version.
+var ErrNewerVersion = fmt.Errorf("%w: schema version newer than this reader's", ErrInvalid)
+
 // Marshal encodes the event.
 func (e OrderPlaced) Marshal() ([]byte, error) {
 	if err := e.Validate(); err != nil {
@@ -78,6 +85,8 @@ func Unmarshal(b []byte) (OrderPlaced, error) {
 // Validate checks the fields a consumer relies on.
 func (e OrderPlaced) Validate() error {
 	switch {
+	case e.Version > Version:
+		return fmt.Errorf("%w (%d, this reader knows %d)", ErrNewerVersion, e.Version, Version)
 	case e.Version != Version:
 		return fmt.Errorf("%w: version %d, want %d", ErrInvalid, e.Version, Version)
 	case e.OrderID == uuid.Nil:

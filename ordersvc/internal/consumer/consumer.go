@@ -32,6 +32,14 @@ import (
 // OrderPlaced; it goes to the dead-letter topic as it came.
 const ReasonInvalidPayload = "INVALID_PAYLOAD"
 
+// ReasonNewerVersion marks an event of a schema version newer than this
+// service knows (a gateway upgraded first). Its order may have been answered
+// 202, so its unit stays reserved (the gateway's accepted record keeps the
+// abandoned-reservation pass off it for a day): once this service is
+// upgraded, produce the dead letter back onto the orders topic and it is
+// persisted like any order.
+const ReasonNewerVersion = "NEWER_VERSION"
+
 // Dead-letter headers, added to the original message's headers.
 const (
 	HeaderReason          = "reason"
@@ -415,8 +423,8 @@ func (c *Consumer) process(ctx context.Context, msgs []*kafka.Message) error {
 		return err
 	}
 	for _, d := range b.dead {
-		if d.reason == ReasonInvalidPayload {
-			c.metrics.Reject(ReasonInvalidPayload, 1)
+		if d.reason == ReasonInvalidPayload || d.reason == ReasonNewerVersion {
+			c.metrics.Reject(d.reason, 1)
 		}
 	}
 	if err := c.deadLetter(ctx, b.dead); err != nil {
@@ -455,6 +463,10 @@ func decodeBatch(msgs []*kafka.Message) *batch {
 	}
 	for _, m := range msgs {
 		e, err := decode(m.Value)
+		if errors.Is(err, event.ErrNewerVersion) {
+			b.dead = append(b.dead, deadLetter{msg: m, reason: ReasonNewerVersion, detail: err.Error()})
+			continue // never released: see ReasonNewerVersion
+		}
 		if err != nil {
 			b.dead = append(b.dead, deadLetter{msg: m, reason: ReasonInvalidPayload, detail: err.Error()})
 			if e.OrderID != uuid.Nil {

@@ -1,6 +1,7 @@
 package consumer_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -179,20 +180,31 @@ func TestInvalidPayloadDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.publish("garbage", []byte("not json"), []byte(`{"v":1,"orderId":"00000000-0000-0000-0000-000000000000"}`), nulJSON)
+	// An event of a schema newer than the service knows (a gateway upgraded
+	// first) may be an order answered 202: set aside, its unit kept.
+	newer := orderEvent(sale, 0, "u3")
+	if _, err := e.stock.Reserve(ctx, sale.ID, newer.ItemID, newer.UserID, newer.OrderID.String()); err != nil {
+		t.Fatal(err)
+	}
+	newerJSON, err := json.Marshal(newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newerJSON = bytes.Replace(newerJSON, []byte(`"v":1`), []byte(`"v":2`), 1)
+	e.publish("garbage", []byte("not json"), []byte(`{"v":1,"orderId":"00000000-0000-0000-0000-000000000000"}`), nulJSON, newerJSON)
 	e.publishEvents(good, unknown)
 	r := e.start(e.store, 5*time.Second)
-	e.waitCommitted(5)
-	if left, err := e.stock.Left(ctx, sale.ID, nul.ItemID); err != nil || left != 5 {
-		t.Errorf("stock after the unstorable event: got %d, %v; want 5 (its unit back)", left, err)
+	e.waitCommitted(6)
+	if left, err := e.stock.Left(ctx, sale.ID, nul.ItemID); err != nil || left != 4 {
+		t.Errorf("stock after the unstorable and the newer event: got %d, %v; want 4 (the unstorable one's unit back, the newer one's kept)", left, err)
 	}
 
-	dead := e.readDLQ(4)
+	dead := e.readDLQ(5)
 	reasons := map[string]int{}
 	for _, m := range dead {
 		reasons[header(m, consumer.HeaderReason)]++
 	}
-	want := map[string]int{consumer.ReasonInvalidPayload: 3, store.ReasonUnknownItem: 1}
+	want := map[string]int{consumer.ReasonInvalidPayload: 3, consumer.ReasonNewerVersion: 1, store.ReasonUnknownItem: 1}
 	if diff := cmp.Diff(want, reasons); diff != "" {
 		t.Errorf("dead-letter reasons (-want +got):\n%s", diff)
 	}
@@ -204,8 +216,8 @@ func TestInvalidPayloadDeadLettered(t *testing.T) {
 	if st, _ := e.status(good.OrderID); st != store.StatusPending {
 		t.Errorf("valid event beside the garbage: got %q, want PENDING", st)
 	}
-	if got := testutil.ToFloat64(r.metrics.DLQ); got != 4 {
-		t.Errorf("dlq_messages_total: got %v, want 4", got)
+	if got := testutil.ToFloat64(r.metrics.DLQ); got != 5 {
+		t.Errorf("dlq_messages_total: got %v, want 5", got)
 	}
 }
 
