@@ -48,26 +48,40 @@ type Settler interface {
 }
 
 const (
-	// sqlTombstones writes each order as REJECTED unless its id exists. The
-	// id is the primary key, so exactly one of the gateway and the consumer
-	// writes it: whichever comes second finds it taken (the consumer's
-	// PersistBatch uses ON CONFLICT (id) DO NOTHING too, and reads an
-	// existing id as a duplicate). No stock_release row: the gateway gives
-	// the unit back itself, and a late copy of the event then finds a
-	// REJECTED row with nothing to release. created_at and expires_at are
-	// the placing time, as for the consumer's rejections; closed_at says
-	// when the gateway gave up. Rows go in item order, the order in which
-	// the consumer locks items, so the foreign-key checks cannot deadlock
-	// with it.
+	// sqlLockItems takes the batch's item rows FOR KEY SHARE, in id order,
+	// before anything is inserted. The insert's foreign-key check takes the
+	// same lock anyway, but only after the new order id is in the primary
+	// key's index: were the order service's batch holding the item FOR
+	// UPDATE and inserting the same id, each would wait for the other (the
+	// batch on our uncommitted id, we on its item lock) until a timeout or
+	// the deadlock detector ended one. Locked first, we simply wait for
+	// the batch to commit, and then find the id taken: Placed.
+	sqlLockItems = `SELECT 1 FROM flash_sale_item WHERE id = ANY($1::bigint[]) ORDER BY id FOR KEY SHARE`
+	// sqlTombstones writes each order as REJECTED unless its id exists, and
+	// an outbox row for each one written. The id is the primary key, so
+	// exactly one of the gateway and the consumer writes it: whichever
+	// comes second finds it taken (the consumer's PersistBatch uses ON
+	// CONFLICT (id) DO NOTHING too, and reads an existing id as a
+	// duplicate). The gateway gives the unit back itself right after the
+	// commit; the outbox row is for a gateway that dies before it does:
+	// the order service's relay then returns the unit (a release is keyed
+	// by order id, so the second one of the two is a no-op). created_at and
+	// expires_at are the placing time, as for the consumer's rejections;
+	// closed_at says when the gateway gave up.
 	sqlTombstones = `
-		INSERT INTO flash_sale_order
-		  (id, sale_id, item_id, user_id, status, created_at, expires_at, closed_at, reject_reason)
-		SELECT id, sale_id, item_id, user_id, 'REJECTED', placed_at, placed_at, now(), $6
-		FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::timestamptz[])
-		  AS t(id, sale_id, item_id, user_id, placed_at)
-		ORDER BY item_id, id
-		ON CONFLICT (id) DO NOTHING
-		RETURNING id`
+		WITH written AS (
+			INSERT INTO flash_sale_order
+			  (id, sale_id, item_id, user_id, status, created_at, expires_at, closed_at, reject_reason)
+			SELECT id, sale_id, item_id, user_id, 'REJECTED', placed_at, placed_at, now(), $6
+			FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::timestamptz[])
+			  AS t(id, sale_id, item_id, user_id, placed_at)
+			ORDER BY item_id, id
+			ON CONFLICT (id) DO NOTHING
+			RETURNING id, sale_id, item_id, user_id
+		)
+		INSERT INTO stock_release (order_id, sale_id, item_id, user_id, reason)
+		SELECT id, sale_id, item_id, user_id, $6 FROM written
+		RETURNING order_id`
 	// sqlTaken reads who holds the ids the insert found taken.
 	sqlTaken = `SELECT id, coalesce(reject_reason, '') FROM flash_sale_order WHERE id = ANY($1::uuid[])`
 )
@@ -217,8 +231,12 @@ func tombstoneColumns(batch []*settleReq) tombstones {
 	return c
 }
 
-// writeTombstones inserts the REJECTED rows and returns the ids it wrote.
+// writeTombstones locks the items, inserts the REJECTED rows and their
+// outbox rows, and returns the ids it wrote.
 func writeTombstones(ctx context.Context, tx pgx.Tx, c tombstones) (map[uuid.UUID]bool, error) {
+	if _, err := tx.Exec(ctx, sqlLockItems, c.items); err != nil {
+		return nil, fmt.Errorf("lock items: %w", err)
+	}
 	rows, err := tx.Query(ctx, sqlTombstones, c.ids, c.sales, c.items, c.users, c.placed, ReasonPublishFailed)
 	if err != nil {
 		return nil, fmt.Errorf("insert: %w", err)

@@ -84,9 +84,9 @@ func TestSettle(t *testing.T) {
 			t.Fatalf("Settle = %v, %v; want abandoned", got, err)
 		}
 		r, ok := readOrder(t, pool, o)
-		// No outbox row: the gateway gives the unit back itself, and a late
-		// copy of the event must find nothing to release.
-		if want := (orderRow{status: "REJECTED", reason: ReasonPublishFailed}); !ok || r != want {
+		// An outbox row: the gateway gives the unit back itself, and the
+		// order service's relay does if the gateway dies first.
+		if want := (orderRow{status: "REJECTED", reason: ReasonPublishFailed, outbox: 1}); !ok || r != want {
 			t.Errorf("row %+v (exists %v), want %+v", r, ok, want)
 		}
 		again, err := s.Settle(ctx, o)
@@ -121,6 +121,47 @@ func TestSettle(t *testing.T) {
 		// consumer's outbox: the same as for any accepted order.
 		if got, err := s.Settle(ctx, o); err != nil || got != Placed {
 			t.Fatalf("Settle = %v, %v; want placed", got, err)
+		}
+	})
+
+	// The order service's batch holds the item FOR UPDATE and inserts the
+	// same order id while the settlement runs: the settlement waits for the
+	// batch and finds the order placed. Inserting first, it waited for the
+	// item lock while the batch waited for its uncommitted id, until the
+	// deadlock detector aborted one of them.
+	t.Run("the consumer's batch stores it meanwhile: placed", func(t *testing.T) {
+		o := placedOrder(t, saleID, itemID, "frank")
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // committed below; a rollback after it is a no-op
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM flash_sale_item WHERE id = $1 FOR UPDATE`, itemID); err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			s   Settlement
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			got, err := s.Settle(ctx, o)
+			done <- result{got, err}
+		}()
+		time.Sleep(300 * time.Millisecond) // the settlement is waiting on the item now
+		if _, err := tx.Exec(ctx, `INSERT INTO flash_sale_order (id, sale_id, item_id, user_id, status, created_at, expires_at)
+			VALUES ($1, $2, $3, $4, 'PENDING', $5, $6) ON CONFLICT (id) DO NOTHING`,
+			o.OrderID, o.SaleID, o.ItemID, o.UserID, o.PlacedAt, o.PlacedAt.Add(10*time.Minute)); err != nil {
+			t.Fatalf("the batch's insert: %v", err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("the batch's commit: %v", err)
+		}
+		if r := <-done; r.err != nil || r.s != Placed {
+			t.Fatalf("Settle = %v, %v; want placed", r.s, r.err)
+		}
+		if r, _ := readOrder(t, pool, o); r.status != "PENDING" || r.outbox != 0 {
+			t.Errorf("row %+v, want the batch's PENDING row and no outbox row", r)
 		}
 	})
 

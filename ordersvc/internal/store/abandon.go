@@ -62,13 +62,30 @@ func (s *Store) Abandon(ctx context.Context, orders []Abandoned) ([]uuid.UUID, e
 	for i, o := range orders {
 		ids[i], sales[i], items[i], users[i], placed[i] = o.OrderID, o.SaleID, o.ItemID, o.UserID, o.PlacedAt
 	}
-	rows, err := s.pool.Query(ctx, sqlAbandon, uuidArray(ids), sales, items, users, placed, event.RejectAbandoned, ReasonAbandoned)
-	if err != nil {
-		return nil, fmt.Errorf("abandon %d reservations: %w", n, err)
-	}
-	written, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	var written []uuid.UUID
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlShareItems, items); err != nil {
+			return fmt.Errorf("lock items: %w", err)
+		}
+		rows, err := tx.Query(ctx, sqlAbandon, uuidArray(ids), sales, items, users, placed, event.RejectAbandoned, ReasonAbandoned)
+		if err != nil {
+			return err
+		}
+		written, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("abandon %d reservations: %w", n, err)
 	}
 	return written, nil
 }
+
+// sqlShareItems takes the items' rows FOR KEY SHARE, in id order, before
+// Abandon inserts anything. The insert's foreign-key check takes the same
+// lock, but only once the order id is in the primary key's index: a
+// consumer batch holding the item FOR UPDATE and inserting the same id (an
+// event later than the in-flight window) would wait on our uncommitted id
+// while we waited on its item lock, until the deadlock detector aborted
+// one. Locked first, the pass waits for the batch and then finds the id
+// taken.
+const sqlShareItems = `SELECT 1 FROM flash_sale_item WHERE id = ANY($1::bigint[]) ORDER BY id FOR KEY SHARE`

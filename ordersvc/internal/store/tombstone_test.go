@@ -14,11 +14,12 @@ import (
 )
 
 // A gateway that could not confirm a publish takes the order id first: it
-// writes the order REJECTED (PUBLISH_FAILED), with no outbox row, and gives
-// the unit back itself (gateway/internal/purchase/settle.go). The broker may
-// still append the event; its late copy must then change nothing: no second
-// row, nothing counted in sold, nothing for the relay to release, and the
-// shopper free to buy again.
+// writes the order REJECTED (PUBLISH_FAILED) with an outbox row, and gives
+// the unit back itself (gateway/internal/purchase/settle.go); the outbox row
+// returns it should the gateway die first. The broker may still append the
+// event; its late copy must then change nothing: no second row, nothing
+// counted in sold, no release but the outbox row's (a no-op once the
+// gateway released), and the shopper free to buy again.
 func TestLateCopyOfAbandonedOrder(t *testing.T) {
 	t.Parallel()
 	pool := testdb.Pool(t)
@@ -28,11 +29,16 @@ func TestLateCopyOfAbandonedOrder(t *testing.T) {
 	placed := time.Now().UTC().Truncate(time.Microsecond)
 	late := event.OrderPlaced{Version: event.Version, OrderID: uuid.Must(uuid.NewV7()), SaleID: sale.ID,
 		ItemID: sale.Items[0].ID, UserID: "alice", PlacedAt: placed}
-	// The row as the gateway's settler writes it.
-	if _, err := pool.Exec(ctx, `INSERT INTO flash_sale_order
-		  (id, sale_id, item_id, user_id, status, created_at, expires_at, closed_at, reject_reason)
-		VALUES ($1, $2, $3, $4, 'REJECTED', $5, $5, now(), 'PUBLISH_FAILED')
-		ON CONFLICT (id) DO NOTHING`, late.OrderID, late.SaleID, late.ItemID, late.UserID, late.PlacedAt); err != nil {
+	// The rows as the gateway's settler writes them.
+	if _, err := pool.Exec(ctx, `WITH written AS (
+		  INSERT INTO flash_sale_order
+		    (id, sale_id, item_id, user_id, status, created_at, expires_at, closed_at, reject_reason)
+		  VALUES ($1, $2, $3, $4, 'REJECTED', $5, $5, now(), 'PUBLISH_FAILED')
+		  ON CONFLICT (id) DO NOTHING
+		  RETURNING id, sale_id, item_id, user_id)
+		INSERT INTO stock_release (order_id, sale_id, item_id, user_id, reason)
+		SELECT id, sale_id, item_id, user_id, 'PUBLISH_FAILED' FROM written`,
+		late.OrderID, late.SaleID, late.ItemID, late.UserID, late.PlacedAt); err != nil {
 		t.Fatal(err)
 	}
 	retry := event.OrderPlaced{Version: event.Version, OrderID: uuid.Must(uuid.NewV7()), SaleID: sale.ID,
@@ -56,17 +62,68 @@ func TestLateCopyOfAbandonedOrder(t *testing.T) {
 		FROM flash_sale_item i WHERE i.id = $2`, sale.ID, sale.Items[0].ID, late.OrderID).Scan(&sold, &outbox, &status); err != nil {
 		t.Fatal(err)
 	}
-	if sold != 1 || outbox != 0 || status != store.StatusRejected {
-		t.Errorf("sold %d, outbox rows %d, tombstone %s; want 1 (the retry only), 0, REJECTED", sold, outbox, status)
+	if sold != 1 || outbox != 1 || status != store.StatusRejected {
+		t.Errorf("sold %d, outbox rows %d, tombstone %s; want 1 (the retry only), 1 (the gateway's), REJECTED", sold, outbox, status)
 	}
 
 	// The consumer hands a REJECTED duplicate to the relay (Outcome.Redead);
-	// the relay finds nothing of it to release.
+	// the relay finds the gateway's outbox row only, for the late copy's own
+	// order id (the release script gives back nothing once the gateway did).
 	claimed, _, err := st.DrainReleases(ctx, []uuid.UUID{late.OrderID}, 10, func(_ context.Context, rows []store.PendingRelease) []string {
-		t.Errorf("relay asked to release %+v", rows)
-		return make([]string, len(rows))
+		out := make([]string, len(rows))
+		for i, r := range rows {
+			if r.OrderID != late.OrderID || r.Reason != "PUBLISH_FAILED" {
+				t.Errorf("relay asked to release %+v", r)
+			}
+			out[i] = store.OutcomeNotHeld
+		}
+		return out
 	})
-	if err != nil || claimed != 0 {
-		t.Errorf("drain of the late copy: claimed %d, %v; want 0", claimed, err)
+	if err != nil || claimed != 1 {
+		t.Errorf("drain of the late copy: claimed %d, %v; want 1 (the gateway's outbox row)", claimed, err)
+	}
+}
+
+// The abandoned-reservation pass and a consumer batch storing the same
+// order id at once (its event came later than the in-flight window): the
+// pass waits for the batch's item lock and finds the id taken. Inserting
+// first, it held the uncommitted id the batch waited on while it waited on
+// the batch's item lock, until the deadlock detector aborted one of them.
+func TestAbandonWhileTheBatchStoresTheOrder(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	st := store.New(pool)
+	sale := testdb.Sale(t, st, 3)
+	ctx := testenv.Context(t)
+	o := store.Abandoned{OrderID: uuid.Must(uuid.NewV7()), SaleID: sale.ID, ItemID: sale.Items[0].ID, UserID: "alice",
+		PlacedAt: time.Now().UTC().Truncate(time.Microsecond)}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // committed below; a rollback after it is a no-op
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM flash_sale_item WHERE id = $1 FOR UPDATE`, o.ItemID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		written []uuid.UUID
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		w, err := st.Abandon(ctx, []store.Abandoned{o})
+		done <- result{w, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // the pass is waiting on the item now
+	if _, err := tx.Exec(ctx, `INSERT INTO flash_sale_order (id, sale_id, item_id, user_id, status, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, 'PENDING', $5, $6) ON CONFLICT (id) DO NOTHING`,
+		o.OrderID, o.SaleID, o.ItemID, o.UserID, o.PlacedAt, o.PlacedAt.Add(10*time.Minute)); err != nil {
+		t.Fatalf("the batch's insert: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("the batch's commit: %v", err)
+	}
+	if r := <-done; r.err != nil || len(r.written) != 0 {
+		t.Fatalf("Abandon = %v, %v; want nothing written (the order is stored)", r.written, r.err)
 	}
 }
