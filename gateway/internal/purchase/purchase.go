@@ -195,7 +195,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		b.log.Error("publish unconfirmed and order not settled; unit kept reserved until a later settlement or reconcile frees it",
 			"sale", saleID, "item", itemID, "order", oid, "err", err)
 		select {
-		case b.unsettled <- heldOrder{o: placed}:
+		case b.unsettled <- heldOrder{o: placed, tokenID: tokenID}:
 		default:
 			b.stranded.Add(1)
 			b.log.Error("settle queue full; the unit stays reserved until reconcile", "order", oid)
@@ -368,6 +368,7 @@ const settleAttempts = 100
 // heldOrder is an order Buy kept reserved, waiting to be settled.
 type heldOrder struct {
 	o        event.OrderPlaced
+	tokenID  string // the admission token it was bought with ("" if none)
 	attempts int
 }
 
@@ -395,6 +396,10 @@ func (b *Buyer) RunSettles(ctx context.Context) {
 				b.log.Info("held order settled as abandoned; unit given back", "order", h.o.OrderID)
 				continue
 			case err == nil && s == Placed:
+				// Accepted after all: what Buy writes after an
+				// acknowledgement, the admission token's spend above all
+				// (else it could buy again once this order ended).
+				b.recordAccepted(ctx, h.o.SaleID, h.o.OrderID.String(), h.o.UserID, h.tokenID)
 				b.log.Info("held order settled as placed", "order", h.o.OrderID)
 				continue
 			}

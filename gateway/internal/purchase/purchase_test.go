@@ -297,6 +297,38 @@ func TestHeldOrderSettledLater(t *testing.T) {
 	}
 }
 
+// A held order bought with an admission token and later settled as placed
+// spends the token, as an acknowledged purchase does: otherwise the token
+// could buy again once that order ended.
+func TestHeldOrderSettledAsPlacedSpendsItsToken(t *testing.T) {
+	ctx := testenv.Context(t)
+	rc, st, sale := redisSale(t)
+	t.Cleanup(func() { rc.Do(context.Background(), rc.B().Del().Key(stock.SpentTokensKey(sale)).Build()) })
+	const item = 1
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: item, Left: 3}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	settler := &flakySettler{fails: 2, then: Placed} // Buy's own try and one retry fail
+	b := NewBuyer(rc, st, fakePublisher{errTimedOut}, settler, nil, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if _, err := b.Buy(ctx, sale, item, "alice", "ticket-1"); !errors.Is(err, ErrUnresolved) {
+		t.Fatalf("Buy: %v, want ErrUnresolved", err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go b.RunSettles(rctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		spent, err := rc.Do(ctx, rc.B().Sismember().Key(stock.SpentTokensKey(sale)).Member("ticket-1").Build()).AsBool()
+		if err == nil && spent {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("token not spent (%v) 10 s after its held order could be settled as placed", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // redisSale connects to the local Redis and gives a sale id no other test
 // uses, its item 1's keys deleted at the end.
 func redisSale(t *testing.T) (rueidis.Client, *stock.Store, int64) {
