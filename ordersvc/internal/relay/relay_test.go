@@ -190,6 +190,10 @@ func TestDrainOutcomes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, evs := fixture(t, st, stk, func(s store.Sale, evs []event.OrderPlaced) { tt.setup(s, evs[1]) })
+			// Past the relay's patience with stock that is not loaded.
+			if _, err := pool.Exec(ctx, `UPDATE stock_release SET created_at = created_at - interval '2 minutes' WHERE order_id = $1`, evs[1].OrderID); err != nil {
+				t.Fatal(err)
+			}
 			// Another test's relay (Run drains every queued row) may hold the
 			// row when this pass looks: SKIP LOCKED passes it by, and if that
 			// relay is cancelled mid-row nobody takes it. Drain until it goes.
@@ -249,5 +253,51 @@ func TestDrainRedisDown(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[uuid.UUID]string{ids[0]: "", ids[1]: ""}, outcomes(t, st, ids...)); diff != "" {
 		t.Errorf("rows still queued (-want +got):\n%s", diff)
+	}
+}
+
+// A release that meets a sale's stock paused (a sharded repair deletes the
+// stock keys while it works) waits for the copy instead of being marked
+// done: the repair kept the order's holder, so a release marked
+// stock_not_loaded would have left it there (and a returned unit, lost).
+func TestDrainWaitsWhileTheStockIsPaused(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	pool := testdb.Pool(t)
+	rc := redis(t)
+	st, stk := store.New(pool), stock.New(rc)
+	var key string
+	s, evs := fixture(t, st, stk, func(s store.Sale, evs []event.OrderPlaced) {
+		key = stock.StockKey(s.ID, evs[1].ItemID)
+		if err := rc.Do(ctx, rc.B().Del().Key(key).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	r := relay.New(st, stk, quiet, metrics.New())
+	if _, err := r.Drain(ctx, []uuid.UUID{evs[1].OrderID}); err == nil {
+		t.Error("Drain with the stock paused reported every row done")
+	}
+	if released(t, pool, evs[1].OrderID) {
+		t.Fatal("outbox row marked done while the sale's stock was paused; its unit is lost")
+	}
+	// The repair writes its copy: the stock as it was, the holder kept.
+	if err := rc.Do(ctx, rc.B().Set().Key(key).Value("0").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !released(t, pool, evs[1].OrderID) {
+		if time.Now().After(deadline) {
+			t.Fatal("outbox row not released 10 s after the stock came back")
+		}
+		if _, err := r.Drain(ctx, []uuid.UUID{evs[1].OrderID}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// PostgreSQL refused it for lack of stock: the shopper is freed, no unit
+	// comes back (the relay drops the holder).
+	err := rc.Do(ctx, rc.B().Hget().Key(stock.HoldersKey(s.ID)).Field(evs[1].UserID).Build()).Error()
+	if !rueidis.IsRedisNil(err) {
+		t.Errorf("holder of %s after the release: %v, want none", evs[1].UserID, err)
 	}
 }
