@@ -100,6 +100,9 @@ type Reconciliation struct {
 	Releasing   int    `json:"releasing"`
 	Attribution string `json:"attribution,omitempty"`
 	Repaired    bool   `json:"repaired"`
+	// Requeued counts the orders the repair's copy kept that had ended
+	// after it was read: their releases run again (see requeueEnded).
+	Requeued int `json:"requeued,omitempty"`
 
 	unplaced []uuid.UUID // in-flight orders of unknown item
 }
@@ -242,12 +245,20 @@ func (s *Service) reconcile(ctx context.Context, saleID int64, repair bool) (Rec
 	_, err = s.stock.Reconcile(ctx, saleID, itemIDs, func(ctx context.Context, snap stock.Snapshot) (*stock.Copy, error) {
 		var err error
 		rec, cp, err = s.compare(ctx, saleID, snap, repair)
+		if cp != nil && s.beforeWrite != nil {
+			s.beforeWrite()
+		}
 		return cp, err
 	})
 	if err != nil {
 		return Reconciliation{}, err
 	}
 	rec.Repaired = cp != nil
+	if cp != nil {
+		if rec.Requeued, err = s.requeueEnded(ctx, saleID, cp.Holders); err != nil {
+			return rec, fmt.Errorf("sale %d repaired, but %w; reconcile again", saleID, err)
+		}
+	}
 	return rec, nil
 }
 

@@ -429,3 +429,51 @@ func TestReconcileAttribution(t *testing.T) {
 		})
 	}
 }
+
+// An order that ends between a repair's read of PostgreSQL and its write
+// to Redis: its release ran in between and found no holder (Redis had lost
+// the sale), then the repair's copy brought the holder back with its unit
+// counted as taken. The repair runs that release again, so the shopper is
+// free and the unit is on sale.
+func TestRepairReleasesOrdersThatEndedMeanwhile(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, testenv.RedisAddr())
+	st := store.New(testdb.Pool(t))
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	f := newRecFixture(t, rc, st, []int64{5}, []int{0, 0}) // u0 and u1 hold a unit each
+	f.del(append(f.stockKeys(), stock.HoldersKey(f.sale.ID))...)
+
+	rl := relay.New(st, f.stk, slog.New(slog.NewTextHandler(io.Discard, nil)), metrics.New())
+	svc := sale.NewService(st, f.stk, sale.WithAcceptedRecords(rc), sale.WithSettle(100*time.Millisecond), sale.WithReleases(rl.Drain))
+	cancelled := false
+	sale.SetBeforeRepairWrite(svc, func() {
+		if cancelled {
+			return
+		}
+		cancelled = true
+		if _, err := st.Cancel(f.ctx, f.evs[0].OrderID, "u0"); err != nil {
+			t.Errorf("cancel u0's order: %v", err)
+		}
+		if _, err := rl.Drain(f.ctx, []uuid.UUID{f.evs[0].OrderID}); err != nil {
+			t.Errorf("drain u0's release: %v", err)
+		}
+	})
+	rec, err := svc.Reconcile(f.ctx, f.sale.ID, true)
+	if err != nil || !rec.Repaired || !cancelled {
+		t.Fatalf("Reconcile = %+v, %v (order cancelled meanwhile: %v); want a repair", rec, err, cancelled)
+	}
+	if rec.Requeued != 1 {
+		t.Errorf("requeued %d releases, want 1 (u0's)", rec.Requeued)
+	}
+	holder, err := rc.Do(f.ctx, rc.B().Hget().Key(stock.HoldersKey(f.sale.ID)).Field("u0").Build()).ToString()
+	if !rueidis.IsRedisNil(err) {
+		t.Errorf("u0 still holds %q (%v) after her order was cancelled: she cannot buy again", holder, err)
+	}
+	if left, err := f.stk.Left(f.ctx, f.sale.ID, f.sale.Items[0].ID); err != nil || left != 4 {
+		t.Errorf("left = %d, %v; want 4 (5 less u1's active order)", left, err)
+	}
+}

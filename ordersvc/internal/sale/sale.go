@@ -104,6 +104,10 @@ type Service struct {
 	tracker *lag.Tracker      // periodic lag readings for Status; nil: none
 	metrics *metrics.Counters // reconcile verdicts exported; nil: none
 
+	// beforeWrite, when set (tests only: export_test.go), runs between a
+	// repair's decision and its write.
+	beforeWrite func()
+
 	verdicts  verdicts
 	persisted persisted // holders known to have an order row (abandon.go)
 	settled   settled   // sales whose last abandon pass found every holder with a row
@@ -180,6 +184,9 @@ func (s *Service) LoadStock(ctx context.Context, saleID int64) (LoadResult, erro
 	if err := s.stock.Load(ctx, saleID, snap.Items, snap.Holders); err != nil {
 		return LoadResult{}, err
 	}
+	if _, err := s.requeueEnded(ctx, saleID, snap.Holders); err != nil {
+		return LoadResult{}, fmt.Errorf("load stock of sale %d: %w", saleID, err)
+	}
 	res := LoadResult{SaleID: saleID, Items: make([]LoadedItem, 0, len(snap.Items)), Holders: len(snap.Holders)}
 	for _, it := range snap.Items {
 		res.Items = append(res.Items, LoadedItem{ItemID: it.ItemID, Left: it.Left})
@@ -215,4 +222,28 @@ func (s *Service) Describe(ctx context.Context, saleID int64) (View, error) {
 	n := int(count)
 	v.Holders = &n
 	return v, nil
+}
+
+// requeueEnded runs again the releases of the orders a copy just written
+// into Redis holds a unit for, if any of them ended after the copy was read
+// from PostgreSQL: their releases ran before the copy, found no holder (or
+// the stock paused), and the copy then brought the holder back, blocking
+// its shopper and keeping a unit nobody holds. Only ended orders have
+// outbox rows, and a release is keyed by order id, so one that finds
+// nothing to do is harmless. It returns how many it requeued.
+func (s *Service) requeueEnded(ctx context.Context, saleID int64, kept []stock.Holder) (int, error) {
+	ids := make([]uuid.UUID, 0, len(kept))
+	for _, h := range kept {
+		if id, err := uuid.Parse(h.OrderID); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	requeued, err := s.store.RequeueReleases(ctx, saleID, ids)
+	if err != nil {
+		return 0, fmt.Errorf("the releases of orders that ended while the copy was written were not requeued: %w", err)
+	}
+	if len(requeued) > 0 && s.drain != nil {
+		_, _ = s.drain(ctx, requeued) // a failure leaves them queued for the relay's next pass
+	}
+	return len(requeued), nil
 }

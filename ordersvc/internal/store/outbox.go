@@ -103,3 +103,28 @@ func (s *Store) DrainReleases(ctx context.Context, orderIDs []uuid.UUID, limit i
 	}
 	return claimed, done, nil
 }
+
+// RequeueReleases makes the outbox rows of orderIDs in saleID pending
+// again (those already marked), and returns the ids it requeued. A copy of
+// the sale written into Redis from an earlier read of PostgreSQL (a
+// reload, a repair) may hold a holder for an order that ended after the
+// read; that order's release ran before the copy, found nothing, and was
+// marked done. Requeued, the relay releases it again: keyed by order id,
+// it frees the copy's holder, and is a no-op where there is none.
+func (s *Store) RequeueReleases(ctx context.Context, saleID int64, orderIDs []uuid.UUID) ([]uuid.UUID, error) {
+	if len(orderIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `
+		UPDATE stock_release SET released_at = NULL, outcome = NULL
+		WHERE sale_id = $1 AND order_id = ANY($2::uuid[]) AND released_at IS NOT NULL
+		RETURNING order_id`, saleID, uuidArray(orderIDs))
+	if err != nil {
+		return nil, fmt.Errorf("requeue releases of sale %d: %w", saleID, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("requeue releases of sale %d: %w", saleID, err)
+	}
+	return ids, nil
+}
