@@ -219,7 +219,7 @@ func (a *Admin) fail(rctx *fasthttp.RequestCtx, op string, err error) {
 		writeError(rctx, fasthttp.StatusNotFound, CodeNotFound, "no such sale")
 	case errors.Is(err, sale.ErrInvalid):
 		writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, err.Error())
-	case errors.Is(err, stock.ErrBusy):
+	case errors.Is(err, stock.ErrBusy), errors.Is(err, sale.ErrWriting):
 		rctx.Response.Header.Set("Retry-After", "1")
 		writeError(rctx, fasthttp.StatusConflict, CodeBusy, err.Error())
 	case errors.Is(err, stock.ErrNotLoaded):

@@ -180,6 +180,11 @@ func (s *Service) reconcileOnce(ctx context.Context, saleID int64, repair bool) 
 		return Reconciliation{}, ErrNoAcceptedRecords
 	}
 	if repair {
+		unlock, err := s.lockWrites(ctx, saleID)
+		if err != nil {
+			return Reconciliation{}, fmt.Errorf("repair sale %d: %w", saleID, err)
+		}
+		defer unlock()
 		rec, err := s.reconcile(ctx, saleID, false)
 		if err != nil {
 			return Reconciliation{}, err

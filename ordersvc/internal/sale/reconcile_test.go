@@ -477,3 +477,43 @@ func TestRepairReleasesOrdersThatEndedMeanwhile(t *testing.T) {
 		t.Errorf("left = %d, %v; want 4 (5 less u1's active order)", left, err)
 	}
 }
+
+// One repair or load-stock of a sale at a time, across instances: two at
+// once could interleave their writes shard by shard. A read-only
+// reconcile is never held back.
+func TestRepairsOfOneSaleRunOneAtATime(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, testenv.RedisAddr())
+	st := store.New(testdb.Pool(t))
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	f := newRecFixture(t, rc, st, []int64{5}, []int{0})
+	svc := sale.NewService(st, f.stk, sale.WithAcceptedRecords(rc), sale.WithSettle(100*time.Millisecond))
+
+	unlock, ok, err := st.LockSaleWrites(f.ctx, f.sale.ID) // another instance's repair, running
+	if err != nil || !ok {
+		t.Fatalf("LockSaleWrites = %v, %v; want the lock", ok, err)
+	}
+	if _, ok, err := st.LockSaleWrites(f.ctx, f.sale.ID); ok || err != nil {
+		t.Errorf("a second LockSaleWrites = %v, %v; want refused", ok, err)
+	}
+	if _, err := svc.Reconcile(f.ctx, f.sale.ID, true); !errors.Is(err, sale.ErrWriting) {
+		t.Errorf("repair while another runs: %v, want ErrWriting", err)
+	}
+	if _, err := svc.LoadStock(f.ctx, f.sale.ID); !errors.Is(err, sale.ErrWriting) {
+		t.Errorf("load-stock while a repair runs: %v, want ErrWriting", err)
+	}
+	if _, err := svc.Reconcile(f.ctx, f.sale.ID, false); err != nil {
+		t.Errorf("read-only reconcile while a repair runs: %v", err)
+	}
+	unlock()
+	if _, err := svc.Reconcile(f.ctx, f.sale.ID, true); err != nil {
+		t.Errorf("repair after the other ended: %v", err)
+	}
+	if _, err := svc.LoadStock(f.ctx, f.sale.ID); err != nil {
+		t.Errorf("load-stock after the repair ended: %v", err)
+	}
+}

@@ -26,6 +26,10 @@ import (
 // lists every problem.
 var ErrInvalid = errors.New("invalid sale")
 
+// ErrWriting: another repair or load-stock of the sale is rewriting its
+// Redis copy now (in this instance or another); ask again when it is done.
+var ErrWriting = errors.New("sale: another repair or load-stock of this sale is running")
+
 // Limits of the input, matching the table constraints.
 const (
 	MaxNameLen    = 200
@@ -174,6 +178,11 @@ type LoadedItem = adminapi.LoadedItem
 // reservations not yet persisted (reconciliation handles that case). It
 // first waits for the consumer group to catch up (see awaitConsumer).
 func (s *Service) LoadStock(ctx context.Context, saleID int64) (LoadResult, error) {
+	unlock, err := s.lockWrites(ctx, saleID)
+	if err != nil {
+		return LoadResult{}, fmt.Errorf("load stock of sale %d: %w", saleID, err)
+	}
+	defer unlock()
 	if err := s.awaitConsumer(ctx); err != nil {
 		return LoadResult{}, fmt.Errorf("load stock of sale %d: %w", saleID, err)
 	}
@@ -246,4 +255,17 @@ func (s *Service) requeueEnded(ctx context.Context, saleID int64, kept []stock.H
 		_, _ = s.drain(ctx, requeued) // a failure leaves them queued for the relay's next pass
 	}
 	return len(requeued), nil
+}
+
+// lockWrites takes the sale's write lock (store.LockSaleWrites), or
+// ErrWriting while another holds it.
+func (s *Service) lockWrites(ctx context.Context, saleID int64) (unlock func(), err error) {
+	unlock, ok, err := s.store.LockSaleWrites(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ErrWriting
+	}
+	return unlock, nil
 }

@@ -195,3 +195,28 @@ func (s *Store) StockSnapshot(ctx context.Context, saleID int64) (StockSnapshot,
 	}
 	return snap, nil
 }
+
+// LockSaleWrites takes the sale's advisory lock on a session of its own, so
+// that one repair or load-stock at a time rewrites the sale's Redis copy,
+// across every order service instance: two at once could interleave their
+// writes shard by shard (units lost, or sold twice). ok is false when
+// another session holds it. unlock ends the session, which releases the
+// lock; so does a crash, with the connection.
+func (s *Store) LockSaleWrites(ctx context.Context, saleID int64) (unlock func(), ok bool, err error) {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("lock sale %d: %w", saleID, err)
+	}
+	conn := pc.Hijack() // closed, not returned to the pool: closing is what surely unlocks
+	closeConn := func() { _ = conn.Close(context.Background()) }
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended('flashsale:sale-writes:' || $1::bigint, 0))`,
+		saleID).Scan(&ok); err != nil {
+		closeConn()
+		return nil, false, fmt.Errorf("lock sale %d: %w", saleID, err)
+	}
+	if !ok {
+		closeConn()
+		return nil, false, nil
+	}
+	return closeConn, true, nil
+}
