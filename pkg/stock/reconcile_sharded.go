@@ -160,14 +160,37 @@ items:
 // decide fails or wants nothing after all, the paused values go back.
 func (s *Store) reconcileSharded(ctx context.Context, l layout, itemIDs []int64,
 	decide func(context.Context, Snapshot) (*Copy, error)) (Snapshot, error) {
-	states, err := s.readSlots(ctx, l, itemIDs)
-	if err != nil {
-		return Snapshot{}, err
-	}
-	snap := snapshotOf(l, itemIDs, states)
-	cp, err := decide(ctx, snap)
-	if err != nil || cp == nil {
-		return snap, err
+	var snap Snapshot
+	var cp *Copy
+	for attempt := 0; ; attempt++ {
+		if attempt == reconcileAttempts {
+			return snap, fmt.Errorf("reconcile sale %d: %w", l.sale, ErrBusy)
+		}
+		states, err := s.readSlots(ctx, l, itemIDs)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		snap = snapshotOf(l, itemIDs, states)
+		if cp, err = decide(ctx, snap); err != nil || cp != nil {
+			if err != nil {
+				return snap, err
+			}
+			break // the pause below makes the copy it writes consistent
+		}
+		// decide read PostgreSQL after the slots: a purchase or release in
+		// between shows up there and not in the snapshot (a difference that
+		// is not there). Only a snapshot that still holds after decide is a
+		// verdict, as the unsharded round's EXEC under WATCH makes sure.
+		again, err := s.readSlots(ctx, l, itemIDs)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		if sameSlots(states, again) {
+			return snap, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return snap, fmt.Errorf("reconcile sale %d: %w", l.sale, err)
+		}
 	}
 
 	// From the pause on, the sale refuses every purchase until the keys are
@@ -199,7 +222,7 @@ func (s *Store) reconcileSharded(ctx context.Context, l layout, itemIDs []int64,
 			}
 		}
 	}
-	states = states[:0]
+	states := make([]slotState, 0, l.shards+1)
 	for _, tag := range l.slots() {
 		st, err := s.readSlot(ctx, l, tag, itemIDs)
 		if err != nil {
@@ -214,7 +237,7 @@ func (s *Store) reconcileSharded(ctx context.Context, l layout, itemIDs []int64,
 		states = append(states, st)
 	}
 	snap = snapshotOf(l, itemIDs, states)
-	cp, err = decide(ctx, snap)
+	cp, err := decide(ctx, snap)
 	if err != nil || cp == nil {
 		return snap, errors.Join(err, restore(paused))
 	}
@@ -224,6 +247,23 @@ func (s *Store) reconcileSharded(ctx context.Context, l layout, itemIDs []int64,
 		return snap, fmt.Errorf("reconcile sale %d: the sale is paused (stock not loaded) until a repair succeeds: %w", l.sale, err)
 	}
 	return snap, nil
+}
+
+// sameSlots reports whether two reads of the same slots found the same
+// state.
+func sameSlots(a, b []slotState) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.tag != y.tag || x.epoch != y.epoch || !maps.Equal(x.holders, y.holders) ||
+			!maps.Equal(x.journal, y.journal) || !maps.Equal(x.applied, y.applied) ||
+			!maps.EqualFunc(x.stock, y.stock, func(p, q *int64) bool { return (p == nil) == (q == nil) && (p == nil || *p == *q) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // finishTimeout bounds putting a paused sale's keys back.

@@ -260,3 +260,38 @@ func testShardedReconcileRepair(t *testing.T, c rueidis.Client) {
 		t.Errorf("decide ran %d times, want 2 (the live read, then the paused one)", decided)
 	}
 }
+
+// A read-only reconcile of a sharded sale whose slots change while decide
+// reads PostgreSQL (a reservation in between): that snapshot is no
+// verdict, and decide runs again on a fresh one, as the unsharded round's
+// EXEC under WATCH makes it. Taken as it was, the snapshot lacked a holder
+// PostgreSQL already had, a difference that was not there.
+func TestShardedReconcileReadsAgainWhenTheSlotsMoved(t *testing.T) {
+	topologies(t, func(t *testing.T, c rueidis.Client) {
+		newStore, sale := shardedSale(t, c, 3)
+		ctx := testenv.Context(t)
+		st := newStore()
+		if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 30}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var snaps []stock.Snapshot
+		_, err := st.Reconcile(ctx, sale, []int64{1}, func(_ context.Context, snap stock.Snapshot) (*stock.Copy, error) {
+			snaps = append(snaps, snap)
+			if len(snaps) == 1 { // a shopper buys while decide reads PostgreSQL
+				if _, err := st.Reserve(ctx, sale, 1, "between", "order-between"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return nil, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snaps) != 2 {
+			t.Fatalf("decide ran %d times, want 2 (the snapshot the purchase overtook, then a stable one)", len(snaps))
+		}
+		if got := snaps[1].Holders["between"]; got != "order-between" || snaps[1].Left[1] != 29 {
+			t.Errorf("second snapshot: holder %q, left %d; want order-between, 29", got, snaps[1].Left[1])
+		}
+	})
+}
