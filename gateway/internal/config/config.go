@@ -244,7 +244,9 @@ func (c Config) validate() error {
 	need(c.PublishFailFastFor >= 10*time.Millisecond, "FLASHSALE_PUBLISH_FAIL_FAST_FOR", "must be at least 10ms")
 	need(c.LimitMaxKeys >= 64, "FLASHSALE_LIMIT_MAX_KEYS", "must be at least 64")
 	need(c.QueueGrace >= time.Second, "FLASHSALE_QUEUE_GRACE", "must be at least 1s")
-	need(c.QueueAdvance > 0, "FLASHSALE_QUEUE_ADVANCE", "must be positive")
+	// A round admits at most one second's worth of the rate (queue_advance.lua:
+	// an idle gap is no burst), so rounds further apart admit below it.
+	need(c.QueueAdvance > 0 && c.QueueAdvance <= time.Second, "FLASHSALE_QUEUE_ADVANCE", "must be positive and at most 1s (a round admits at most one second's worth of the rate)")
 	need(c.AdmissionTTL >= time.Second, "FLASHSALE_ADMISSION_TTL", "must be at least 1s")
 	need(c.PowChallengeTTL >= time.Second, "FLASHSALE_POW_CHALLENGE_TTL", "must be at least 1s")
 	need(c.CatalogRefresh > 0, "FLASHSALE_CATALOG_REFRESH", "must be positive")

@@ -26,6 +26,8 @@ func TestLoad(t *testing.T) {
 		{"bad limits and proxies", map[string]string{"FLASHSALE_LIMIT_PURCHASE_USER": "fast", "FLASHSALE_TRUSTED_PROXIES": "10.0.0.0/8,nonsense"},
 			[]string{"FLASHSALE_LIMIT_PURCHASE_USER", "FLASHSALE_TRUSTED_PROXIES"}},
 		{"publish timeout too short", map[string]string{"FLASHSALE_PUBLISH_TIMEOUT": "1ms"}, []string{"FLASHSALE_PUBLISH_TIMEOUT"}},
+		// A round admits at most one second's worth: rounds 2 s apart halve the rate.
+		{"queue advanced less than once a second", map[string]string{"FLASHSALE_QUEUE_ADVANCE": "2s"}, []string{"FLASHSALE_QUEUE_ADVANCE"}},
 		{"Redis connections not a power of two", map[string]string{"FLASHSALE_REDIS_CONNS": "3"}, []string{"FLASHSALE_REDIS_CONNS: want a power of two"}},
 		// The demo and the e2e harness start both services with one environment.
 		{"the order service's and the stack's variables are tolerated", map[string]string{"FLASHSALE_BATCH_SIZE": "9", "FLASHSALE_STACK_DIR": "/x"}, nil},
