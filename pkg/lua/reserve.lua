@@ -5,7 +5,7 @@
 -- KEYS[4] what each holder's reservation is of, a hash user -> "<item>:<order>"
 --         ({fs:<sale>}:holder-items)
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] admission token id ("" when none),
--- ARGV[4] item id
+-- ARGV[4] item id, ARGV[5] how long the spent tokens are kept (seconds)
 -- Returns the stock left after the reservation (>= 0), or
 --   -1 sold out, -2 the user already holds a unit in this sale,
 --   -3 stock not loaded (a missing key is never read as 0: that would end
@@ -37,4 +37,12 @@ redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 -- so a stale one (the holder released, the user holding a newer order) is
 -- recognised and never trusted; it is overwritten by her next reservation.
 redis.call('HSET', KEYS[4], ARGV[1], ARGV[4] .. ':' .. ARGV[2])
+-- The token is spent with the reservation, in one step: spent after the
+-- broker's acknowledgement instead, a lost write (or a gateway dying in
+-- between) left it good for a second purchase once this order ended. A
+-- purchase that fails gives the token back with its unit (release.lua).
+if ARGV[3] ~= '' then
+  redis.call('SADD', KEYS[3], ARGV[3])
+  redis.call('EXPIRE', KEYS[3], ARGV[5])
+end
 return redis.call('DECR', KEYS[1])

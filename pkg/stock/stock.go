@@ -193,7 +193,7 @@ func (s *Store) reserveOn(ctx context.Context, l layout, k int, itemID int64, us
 	tag := l.tag(k)
 	n, err := s.reserve.Exec(ctx, s.client,
 		[]string{l.stockKey(k, itemID), holdersOf(tag), tokensOf(tag), holderItemsOf(tag)},
-		[]string{userID, orderID, tokenID, strconv.FormatInt(itemID, 10)}).AsInt64()
+		[]string{userID, orderID, tokenID, strconv.FormatInt(itemID, 10), spentTokensTTL}).AsInt64()
 	if err != nil {
 		return 0, fmt.Errorf("reserve sale %d item %d: %w", l.sale, itemID, err)
 	}
@@ -213,15 +213,23 @@ func (s *Store) reserveOn(ctx context.Context, l layout, k int, itemID int64, us
 	}
 }
 
-// SpendToken marks an admission token as used by an accepted purchase, so it
-// cannot admit another one. The set lives as long as a sale may; on a
-// sharded sale it is the one in userID's shard, where reserve checks it.
+// spentTokensTTL is how long a sale's spent admission tokens are kept, in
+// seconds for the reserve script: as long as a sale may run.
+var spentTokensTTL = strconv.Itoa(int((7 * 24 * time.Hour).Seconds()))
+
+// SpendToken marks an admission token as used without a purchase (an
+// operator revoking an admission; a purchase spends its token in the
+// reserve script). On a sharded sale the set is the one in userID's shard,
+// where reserve checks it.
 func (s *Store) SpendToken(ctx context.Context, saleID int64, userID, tokenID string) error {
-	cmds, err := s.SpendTokenCommands(saleID, userID, tokenID)
+	l, err := s.layout(saleID)
 	if err != nil {
 		return err
 	}
-	for _, r := range s.client.DoMulti(ctx, cmds...) {
+	key := tokensOf(l.tag(l.shardOf(userID)))
+	for _, r := range s.client.DoMulti(ctx,
+		s.client.B().Sadd().Key(key).Member(tokenID).Build(),
+		s.client.B().Expire().Key(key).Seconds(int64((7 * 24 * time.Hour).Seconds())).Build()) {
 		if err := r.Error(); err != nil {
 			return fmt.Errorf("spend admission token %s: %w", tokenID, err)
 		}
@@ -229,43 +237,36 @@ func (s *Store) SpendToken(ctx context.Context, saleID int64, userID, tokenID st
 	return nil
 }
 
-// SpendTokenCommands are SpendToken's commands, for a caller that sends
-// them in one round trip with others (DoMulti).
-func (s *Store) SpendTokenCommands(saleID int64, userID, tokenID string) (rueidis.Commands, error) {
-	l, err := s.layout(saleID)
-	if err != nil {
-		return nil, err
-	}
-	key := tokensOf(l.tag(l.shardOf(userID)))
-	return rueidis.Commands{
-		s.client.B().Sadd().Key(key).Member(tokenID).Build(),
-		s.client.B().Expire().Key(key).Seconds(int64((7 * 24 * time.Hour).Seconds())).Build(),
-	}, nil
-}
-
 // Release gives back the unit that orderID holds. It reports whether a unit
 // went back; repeating it, or releasing an order that holds nothing, is a
 // no-op. ErrNotLoaded means the stock key is gone and reconciliation decides.
 func (s *Store) Release(ctx context.Context, saleID, itemID int64, userID, orderID string) (bool, error) {
-	return s.release1(ctx, saleID, itemID, userID, orderID, "")
+	return s.release1(ctx, saleID, itemID, userID, orderID, "", "")
+}
+
+// GiveBack is Release for a purchase that failed before its order existed:
+// the admission token it spent (tokenID; "" for none) goes back with the
+// unit, so the shopper can try again. Only if orderID still held the unit.
+func (s *Store) GiveBack(ctx context.Context, saleID, itemID int64, userID, orderID, tokenID string) (bool, error) {
+	return s.release1(ctx, saleID, itemID, userID, orderID, "", tokenID)
 }
 
 // Drop frees the user held by orderID without returning its unit: for an
 // order PostgreSQL refused because the item had no stock left there, so
 // Redis held one unit more than the truth. Once per order, like Release.
 func (s *Store) Drop(ctx context.Context, saleID, itemID int64, userID, orderID string) (bool, error) {
-	return s.release1(ctx, saleID, itemID, userID, orderID, "drop")
+	return s.release1(ctx, saleID, itemID, userID, orderID, "drop", "")
 }
 
-func (s *Store) release1(ctx context.Context, saleID, itemID int64, userID, orderID, mode string) (bool, error) {
+func (s *Store) release1(ctx context.Context, saleID, itemID int64, userID, orderID, mode, tokenID string) (bool, error) {
 	l, err := s.layout(saleID)
 	if err != nil {
 		return false, err
 	}
 	k := l.shardOf(userID)
 	n, err := s.release.Exec(ctx, s.client,
-		[]string{l.stockKey(k, itemID), holdersOf(l.tag(k))},
-		[]string{userID, orderID, ReturnedChannel, strconv.FormatInt(saleID, 10) + ":" + strconv.FormatInt(itemID, 10), mode}).AsInt64()
+		[]string{l.stockKey(k, itemID), holdersOf(l.tag(k)), tokensOf(l.tag(k))},
+		[]string{userID, orderID, ReturnedChannel, strconv.FormatInt(saleID, 10) + ":" + strconv.FormatInt(itemID, 10), mode, tokenID}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("release order %s: %w", orderID, err)
 	}

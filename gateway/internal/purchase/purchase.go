@@ -167,7 +167,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		b.reserveFailed.Do(func() {
 			b.log.Warn("purchase unavailable: reservation failed", "sale", saleID, "item", itemID, "err", err)
 		})
-		b.release(ctx, saleID, itemID, userID, oid)
+		b.release(ctx, saleID, itemID, userID, oid, tokenID)
 		return Receipt{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 
@@ -177,7 +177,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 	}
 	payload, err := placed.Marshal()
 	if err != nil {
-		b.release(ctx, saleID, itemID, userID, oid)
+		b.release(ctx, saleID, itemID, userID, oid, tokenID)
 		return Receipt{}, fmt.Errorf("%w: encode order: %v", ErrUnavailable, err)
 	}
 	v, err := decide(b.pub.Publish(itemID, payload), func() (Settlement, error) {
@@ -186,7 +186,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 	switch v {
 	case accept:
 	case giveBack:
-		b.release(ctx, saleID, itemID, userID, oid)
+		b.release(ctx, saleID, itemID, userID, oid, tokenID)
 		return Receipt{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	default:
 		// Releasing now could sell the unit twice if the event was written;
@@ -203,38 +203,25 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		return Receipt{OrderID: orderID}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	// The order is accepted now, whatever follows.
-	b.recordAccepted(ctx, saleID, oid, userID, tokenID)
+	b.recordAccepted(ctx, oid, userID)
 	return Receipt{OrderID: orderID, Status: holding.Pending}, nil
 }
 
-// recordAccepted writes, in one Redis round trip, what follows the broker's
-// acknowledgement: the accepted record, which lets polling say PROCESSING
-// before the order's row exists (without it polling says 404 for that
-// short while), and for a queued sale the admission token's spend (until
-// it lands, the holder entry already stops a second purchase). Neither can
+// recordAccepted writes what follows the broker's acknowledgement: the
+// accepted record, which lets polling say PROCESSING before the order's row
+// exists (without it polling says 404 for that short while). It cannot
 // move into the reserve script's call: the order service takes a holder
 // with no row and no accepted record for a purchase that never reached the
 // broker (abandoned, its unit given back after FLASHSALE_INFLIGHT_WINDOW),
-// so the record must not exist before the acknowledgement. A failure is
-// logged, not returned: the order is accepted whatever follows.
-func (b *Buyer) recordAccepted(ctx context.Context, saleID int64, orderID, userID, tokenID string) {
-	cmds := make(rueidis.Commands, 1, 3)
-	cmds[0] = accepted.RecordCommand(b.redis, orderID, userID)
-	if tokenID != "" {
-		spend, err := b.stock.SpendTokenCommands(saleID, userID, tokenID)
-		if err != nil {
-			b.log.Warn("admission token not marked spent", "sale", saleID, "err", err)
-		}
-		cmds = append(cmds, spend...)
-	}
+// so the record must not exist before the acknowledgement. (The admission
+// token is spent by the reserve script itself, and given back with the
+// unit when the purchase fails.) A failure is logged, not returned: the
+// order is accepted whatever follows.
+func (b *Buyer) recordAccepted(ctx context.Context, orderID, userID string) {
 	rctx, cancel := context.WithTimeout(ctx, b.redisTimeout)
 	defer cancel()
-	for i, r := range b.redis.DoMulti(rctx, cmds...) {
-		if err := r.Error(); err != nil && i == 0 {
-			b.log.Warn("accepted order not recorded for polling", "order", orderID, "err", err)
-		} else if err != nil {
-			b.log.Warn("admission token not marked spent", "sale", saleID, "order", orderID, "err", err)
-		}
+	if err := b.redis.Do(rctx, accepted.RecordCommand(b.redis, orderID, userID)).Error(); err != nil {
+		b.log.Warn("accepted order not recorded for polling", "order", orderID, "err", err)
 	}
 }
 
@@ -274,22 +261,24 @@ func replayed(o holding.Order, err error, itemID int64) (Receipt, error) {
 	return Receipt{OrderID: o.ID}, stock.ErrAlreadyPurchased
 }
 
-// release is a unit to give back.
+// release is a unit to give back, with the admission token its
+// reservation spent ("" for none).
 type release struct {
-	saleID, itemID  int64
-	userID, orderID string
-	attempts        int
+	saleID, itemID           int64
+	userID, orderID, tokenID string
+	attempts                 int
 }
 
 // retryQueue bounds the releases waiting for Redis to answer again.
 const retryQueue = 65536
 
-// release gives a unit back after a failed purchase. When Redis does not
+// release gives a unit back after a failed purchase, and the admission
+// token its reservation spent (tokenID; "" for none). When Redis does not
 // answer, the release is queued and retried (it is keyed by order id, so a
 // retry never returns a unit twice); only when the queue is full does the
 // unit stay reserved until a reconcile.
-func (b *Buyer) release(ctx context.Context, saleID, itemID int64, userID, orderID string) {
-	r := release{saleID: saleID, itemID: itemID, userID: userID, orderID: orderID}
+func (b *Buyer) release(ctx context.Context, saleID, itemID int64, userID, orderID, tokenID string) {
+	r := release{saleID: saleID, itemID: itemID, userID: userID, orderID: orderID, tokenID: tokenID}
 	if b.tryRelease(ctx, r) {
 		return
 	}
@@ -312,7 +301,7 @@ const notLoadedAttempts = 20
 func (b *Buyer) tryRelease(ctx context.Context, r release) bool {
 	rctx, cancel := context.WithTimeout(ctx, b.redisTimeout)
 	defer cancel()
-	_, err := b.stock.Release(rctx, r.saleID, r.itemID, r.userID, r.orderID)
+	_, err := b.stock.GiveBack(rctx, r.saleID, r.itemID, r.userID, r.orderID, r.tokenID)
 	if errors.Is(err, stock.ErrNotLoaded) && r.attempts >= notLoadedAttempts {
 		b.log.Warn("release dropped: the stock stayed unloaded; the reload decides", "sale", r.saleID, "order", r.orderID)
 		return true
@@ -368,7 +357,7 @@ const settleAttempts = 100
 // heldOrder is an order Buy kept reserved, waiting to be settled.
 type heldOrder struct {
 	o        event.OrderPlaced
-	tokenID  string // the admission token it was bought with ("" if none)
+	tokenID  string // the admission token its reservation spent ("" if none), given back if abandoned
 	attempts int
 }
 
@@ -392,14 +381,12 @@ func (b *Buyer) RunSettles(ctx context.Context) {
 			cancel()
 			switch {
 			case err == nil && s == Abandoned:
-				b.release(ctx, h.o.SaleID, h.o.ItemID, h.o.UserID, h.o.OrderID.String())
+				b.release(ctx, h.o.SaleID, h.o.ItemID, h.o.UserID, h.o.OrderID.String(), h.tokenID)
 				b.log.Info("held order settled as abandoned; unit given back", "order", h.o.OrderID)
 				continue
 			case err == nil && s == Placed:
-				// Accepted after all: what Buy writes after an
-				// acknowledgement, the admission token's spend above all
-				// (else it could buy again once this order ended).
-				b.recordAccepted(ctx, h.o.SaleID, h.o.OrderID.String(), h.o.UserID, h.tokenID)
+				// Accepted after all; its admission token stays spent.
+				b.recordAccepted(ctx, h.o.OrderID.String(), h.o.UserID)
 				b.log.Info("held order settled as placed", "order", h.o.OrderID)
 				continue
 			}

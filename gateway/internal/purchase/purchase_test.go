@@ -223,7 +223,7 @@ func TestReleaseRetriedWhileStockNotLoaded(t *testing.T) {
 	if err := rc.Do(ctx, rc.B().Del().Key(stock.StockKey(sale, item)).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	b.release(ctx, sale, item, "alice", "o-1") // answered "not loaded": queued
+	b.release(ctx, sale, item, "alice", "o-1", "") // answered "not loaded": queued
 	time.Sleep(300 * time.Millisecond)
 	if err := rc.Do(ctx, rc.B().Set().Key(stock.StockKey(sale, item)).Value("4").Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -372,5 +372,29 @@ func TestReserveFailureLoggedOnce(t *testing.T) {
 	}
 	if n := b.reserveFailures.Load(); n != 5 {
 		t.Fatalf("flashsale_gateway_reserve_failures_total counted %d, want 5", n)
+	}
+}
+
+// A purchase the producer refused gives back its unit and the admission
+// token its reservation spent: the shopper's retry with the same token buys.
+func TestRefusedPurchaseGivesItsTokenBack(t *testing.T) {
+	ctx := testenv.Context(t)
+	rc, st, sale := redisSale(t)
+	t.Cleanup(func() { rc.Do(context.Background(), rc.B().Del().Key(stock.SpentTokensKey(sale)).Build()) })
+	const item = 1
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: item, Left: 3}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	refusing := NewBuyer(rc, st, fakePublisher{errRefused}, &fakeSettler{}, nil, time.Second, quiet)
+	if _, err := refusing.Buy(ctx, sale, item, "alice", "ticket-1"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Buy with the producer refusing: %v, want ErrUnavailable", err)
+	}
+	working := NewBuyer(rc, st, fakePublisher{}, &fakeSettler{}, nil, time.Second, quiet)
+	if _, err := working.Buy(ctx, sale, item, "alice", "ticket-1"); err != nil {
+		t.Fatalf("retry with the same token: %v, want it accepted", err)
+	}
+	if _, err := working.Buy(ctx, sale, item, "bob", "ticket-1"); !errors.Is(err, stock.ErrTokenSpent) {
+		t.Errorf("the token of an accepted purchase: %v, want ErrTokenSpent", err)
 	}
 }
