@@ -437,13 +437,7 @@ func TestReconcileAttribution(t *testing.T) {
 // free and the unit is on sale.
 func TestRepairReleasesOrdersThatEndedMeanwhile(t *testing.T) {
 	t.Parallel()
-	testenv.Require(t, testenv.RedisAddr())
-	st := store.New(testdb.Pool(t))
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
+	st, rc := storeAndRedis(t)
 	f := newRecFixture(t, rc, st, []int64{5}, []int{0, 0}) // u0 and u1 hold a unit each
 	f.del(append(f.stockKeys(), stock.HoldersKey(f.sale.ID))...)
 
@@ -483,13 +477,7 @@ func TestRepairReleasesOrdersThatEndedMeanwhile(t *testing.T) {
 // reconcile is never held back.
 func TestRepairsOfOneSaleRunOneAtATime(t *testing.T) {
 	t.Parallel()
-	testenv.Require(t, testenv.RedisAddr())
-	st := store.New(testdb.Pool(t))
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
+	st, rc := storeAndRedis(t)
 	f := newRecFixture(t, rc, st, []int64{5}, []int{0})
 	svc := sale.NewService(st, f.stk, sale.WithAcceptedRecords(rc), sale.WithSettle(100*time.Millisecond))
 
@@ -516,4 +504,18 @@ func TestRepairsOfOneSaleRunOneAtATime(t *testing.T) {
 	if _, err := svc.LoadStock(f.ctx, f.sale.ID); err != nil {
 		t.Errorf("load-stock after the repair ended: %v", err)
 	}
+}
+
+// storeAndRedis is a store on the test database and a client of the local
+// Redis, closed at the end.
+func storeAndRedis(t *testing.T) (*store.Store, rueidis.Client) {
+	t.Helper()
+	testenv.Require(t, testenv.RedisAddr())
+	st := store.New(testdb.Pool(t))
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	return st, rc
 }
