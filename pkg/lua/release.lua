@@ -1,6 +1,6 @@
 -- release.lua: give back the unit held by one order, at most once.
 -- KEYS[1] stock left of the item, KEYS[2] active holders of the sale,
--- KEYS[3] admission token ids already spent
+-- KEYS[3] admission token ids already spent, KEYS[4] KEYS[1]'s pause marker
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] pub/sub channel told about returned stock,
 -- ARGV[4] message published on it ("<sale>:<item>"),
 -- ARGV[5] "drop" to free the user without returning the unit (an order
@@ -9,13 +9,18 @@
 --   unit ("" to keep it spent: an order that existed used its admission)
 -- Returns 1 when the unit went back, 0 when this order held nothing (already
 -- released, never reserved, or the user now holds a newer order), -3 when the
--- stock key is missing (not loaded: reconciliation from PostgreSQL decides).
+-- stock key is missing (not loaded: reconciliation from PostgreSQL decides),
+-- -5 when a repair has paused it (pause.lua): the repair's copy keeps this
+-- holder, so the release must be tried again once the copy is written.
 -- Keying the release on the order id, not only the user, is what makes a
 -- redelivered or repeated release harmless.
 if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then
   return 0
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then
+  if redis.call('EXISTS', KEYS[4]) == 1 then
+    return -5
+  end
   return -3
 end
 redis.call('HDEL', KEYS[2], ARGV[1])

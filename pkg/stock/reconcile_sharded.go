@@ -207,7 +207,11 @@ func (s *Store) reconcileSharded(ctx context.Context, l layout, itemIDs []int64,
 	paused := map[string]*int64{}
 	for _, tag := range l.slots() {
 		keys := l.slotKeys(tag, itemIDs)
-		vals, err := s.pause.Exec(ctx, s.client, keys, nil).ToArray()
+		pairs := make([]string, 0, 2*len(keys))
+		for _, k := range keys {
+			pairs = append(pairs, k, PauseMarker(k))
+		}
+		vals, err := s.pause.Exec(ctx, s.client, pairs, []string{pauseMarkerLife}).ToArray()
 		if err == nil && len(vals) != len(keys) {
 			err = fmt.Errorf("%d values, want %d", len(vals), len(keys))
 		}
@@ -265,6 +269,15 @@ func sameSlots(a, b []slotState) bool {
 	}
 	return true
 }
+
+// PauseMarker is the key that says stockKey is paused by a repair
+// (pause.lua), in the same hash slot: the key's tag comes first.
+func PauseMarker(stockKey string) string { return stockKey + ":paused" }
+
+// pauseMarkerLife is how long a pause marker says so, in milliseconds: far
+// beyond a repair's read, decision and write (finishTimeout bounds putting
+// the keys back). Past it a missing key is taken for lost.
+var pauseMarkerLife = strconv.Itoa(int(time.Minute.Milliseconds()))
 
 // finishTimeout bounds putting a paused sale's keys back.
 const finishTimeout = 10 * time.Second

@@ -295,3 +295,41 @@ func TestShardedReconcileReadsAgainWhenTheSlotsMoved(t *testing.T) {
 		}
 	})
 }
+
+// A release that meets a repair's pause is told so (ErrPaused), not "not
+// loaded": the repair's copy keeps the order's holder, so the release must
+// be tried again after it, and then gives the unit back. A key lost
+// without a pause is still ErrNotLoaded alone.
+func TestShardedReleaseDuringARepairIsPaused(t *testing.T) {
+	topologies(t, func(t *testing.T, c rueidis.Client) {
+		newStore, sale := shardedSale(t, c, 3)
+		ctx := testenv.Context(t)
+		st := newStore()
+		if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 30}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Reserve(ctx, sale, 1, "alice", "order-a"); err != nil {
+			t.Fatal(err)
+		}
+		decided := 0
+		_, err := st.Reconcile(ctx, sale, []int64{1}, func(_ context.Context, snap stock.Snapshot) (*stock.Copy, error) {
+			decided++
+			if decided == 2 { // paused: alice's order ends now, and its release runs
+				if _, err := st.Release(ctx, sale, 1, "alice", "order-a"); !errors.Is(err, stock.ErrPaused) {
+					t.Errorf("release during the pause: %v, want ErrPaused", err)
+				}
+			}
+			// The copy read before her order ended keeps her holder.
+			return &stock.Copy{Items: []stock.ItemStock{{ItemID: 1, Left: 29}}, Holders: []stock.Holder{{UserID: "alice", OrderID: "order-a"}}}, nil
+		})
+		if err != nil || decided != 2 {
+			t.Fatalf("Reconcile: %v after %d decisions, want a repair", err, decided)
+		}
+		if ok, err := st.Release(ctx, sale, 1, "alice", "order-a"); !ok || err != nil {
+			t.Fatalf("release after the repair: %v, %v; want the unit back", ok, err)
+		}
+		if left, err := st.Left(ctx, sale, 1); err != nil || left != 30 {
+			t.Errorf("left = %d, %v; want 30", left, err)
+		}
+	})
+}

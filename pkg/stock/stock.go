@@ -30,6 +30,11 @@ var (
 	// ErrNotLoaded: the stock key is missing (never loaded, or Redis lost it).
 	// It is never read as zero: the caller answers 503 and an operator reloads.
 	ErrNotLoaded = errors.New("stock: not loaded")
+	// ErrPaused (an ErrNotLoaded): a repair of the sharded sale took the
+	// stock key away while it rewrites the sale; a release that meets it
+	// must be tried again once the repair's copy is written, which keeps
+	// the order's holder. The pause ends within pauseMarkerLife.
+	ErrPaused = fmt.Errorf("%w: paused by a repair", ErrNotLoaded)
 	// ErrTokenSpent: the admission token already bought something.
 	ErrTokenSpent = errors.New("stock: admission token already spent")
 )
@@ -265,13 +270,16 @@ func (s *Store) release1(ctx context.Context, saleID, itemID int64, userID, orde
 	}
 	k := l.shardOf(userID)
 	n, err := s.release.Exec(ctx, s.client,
-		[]string{l.stockKey(k, itemID), holdersOf(l.tag(k)), tokensOf(l.tag(k))},
+		[]string{l.stockKey(k, itemID), holdersOf(l.tag(k)), tokensOf(l.tag(k)), PauseMarker(l.stockKey(k, itemID))},
 		[]string{userID, orderID, ReturnedChannel, strconv.FormatInt(saleID, 10) + ":" + strconv.FormatInt(itemID, 10), mode, tokenID}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("release order %s: %w", orderID, err)
 	}
-	if n == -3 {
+	switch n {
+	case -3:
 		return false, fmt.Errorf("release order %s: %w", orderID, ErrNotLoaded)
+	case -5:
+		return false, fmt.Errorf("release order %s: %w", orderID, ErrPaused)
 	}
 	return n == 1, nil
 }

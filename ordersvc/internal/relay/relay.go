@@ -22,19 +22,6 @@ import (
 // BatchLimit is how many outbox rows one transaction claims.
 const BatchLimit = 500
 
-// notLoadedPatience is how long a row whose sale's stock is not in Redis
-// stays queued before it is marked stock_not_loaded. A repair of a sharded
-// sale pauses its stock for a moment: a release then must wait for the
-// copy the repair writes, which either keeps the order's holder (the
-// release then gives the unit back) or drops it and counts the unit (the
-// release then finds nothing to do). Marked at once, a release that met
-// the pause was lost with its unit, since the repair had counted the order
-// as active. Past the patience the stock is gone for good (Redis lost its
-// data, the sale's keys were deleted) and reconciliation from PostgreSQL
-// decides. Rows left queued are claimed again first at the next pass; a
-// pause lasts seconds, so other sales' releases wait behind them no longer.
-const notLoadedPatience = time.Minute
-
 // releaseParallelism bounds concurrent release scripts; rueidis pipelines
 // concurrent calls on one connection, so this is a pipeline depth.
 const releaseParallelism = 32
@@ -115,8 +102,11 @@ func (r *Relay) release(ctx context.Context, rows []store.PendingRelease) []stri
 			}
 			ok, err := give(ctx, p.SaleID, p.ItemID, p.UserID, p.OrderID.String())
 			switch {
-			case errors.Is(err, stock.ErrNotLoaded) && p.Age < notLoadedPatience:
-				// Left queued: see notLoadedPatience.
+			case errors.Is(err, stock.ErrPaused):
+				// Left queued for the next pass. A repair of a sharded sale
+				// took the stock away for a moment, and its copy keeps this
+				// order's holder: marked done now, the release would be lost
+				// (the shopper blocked, her unit with her).
 			case errors.Is(err, stock.ErrNotLoaded):
 				out[i] = store.OutcomeStockNotLoaded
 			case err != nil:

@@ -190,10 +190,6 @@ func TestDrainOutcomes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, evs := fixture(t, st, stk, func(s store.Sale, evs []event.OrderPlaced) { tt.setup(s, evs[1]) })
-			// Past the relay's patience with stock that is not loaded.
-			if _, err := pool.Exec(ctx, `UPDATE stock_release SET created_at = created_at - interval '2 minutes' WHERE order_id = $1`, evs[1].OrderID); err != nil {
-				t.Fatal(err)
-			}
 			// Another test's relay (Run drains every queued row) may hold the
 			// row when this pass looks: SKIP LOCKED passes it by, and if that
 			// relay is cancelled mid-row nobody takes it. Drain until it goes.
@@ -268,9 +264,12 @@ func TestDrainWaitsWhileTheStockIsPaused(t *testing.T) {
 	st, stk := store.New(pool), stock.New(rc)
 	var key string
 	s, evs := fixture(t, st, stk, func(s store.Sale, evs []event.OrderPlaced) {
+		// As pause.lua leaves it: the key gone, its marker there.
 		key = stock.StockKey(s.ID, evs[1].ItemID)
-		if err := rc.Do(ctx, rc.B().Del().Key(key).Build()).Error(); err != nil {
-			t.Fatal(err)
+		for _, c := range []rueidis.Completed{rc.B().Del().Key(key).Build(), rc.B().Set().Key(stock.PauseMarker(key)).Value("1").Px(time.Minute).Build()} {
+			if err := rc.Do(ctx, c).Error(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 	r := relay.New(st, stk, quiet, metrics.New())
@@ -284,6 +283,7 @@ func TestDrainWaitsWhileTheStockIsPaused(t *testing.T) {
 	if err := rc.Do(ctx, rc.B().Set().Key(key).Value("0").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { rc.Do(context.Background(), rc.B().Del().Key(stock.PauseMarker(key)).Build()) })
 	deadline := time.Now().Add(10 * time.Second)
 	for !released(t, pool, evs[1].OrderID) {
 		if time.Now().After(deadline) {

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -27,7 +26,6 @@ type PendingRelease struct {
 	ItemID  int64
 	UserID  string
 	Reason  string
-	Age     time.Duration // how long the row has waited, by PostgreSQL's clock
 }
 
 // ReleaseFunc gives back the units of rows and returns one outcome per row;
@@ -45,16 +43,14 @@ func (s *Store) DrainReleases(ctx context.Context, orderIDs []uuid.UUID, limit i
 		var err error
 		if len(orderIDs) > 0 {
 			rows, err = tx.Query(ctx, `
-				SELECT order_id, sale_id, item_id, user_id, reason,
-				  (extract(epoch FROM now() - created_at) * 1000000)::bigint FROM stock_release
+				SELECT order_id, sale_id, item_id, user_id, reason FROM stock_release
 				WHERE released_at IS NULL AND order_id = ANY($1::uuid[])
 				ORDER BY created_at
 				LIMIT $2
 				FOR UPDATE SKIP LOCKED`, uuidArray(orderIDs), limit)
 		} else {
 			rows, err = tx.Query(ctx, `
-				SELECT order_id, sale_id, item_id, user_id, reason,
-				  (extract(epoch FROM now() - created_at) * 1000000)::bigint FROM stock_release
+				SELECT order_id, sale_id, item_id, user_id, reason FROM stock_release
 				WHERE released_at IS NULL
 				ORDER BY created_at
 				LIMIT $1
@@ -65,9 +61,7 @@ func (s *Store) DrainReleases(ctx context.Context, orderIDs []uuid.UUID, limit i
 		}
 		pending, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PendingRelease, error) {
 			var p PendingRelease
-			var ageMicros int64
-			err := r.Scan(&p.OrderID, &p.SaleID, &p.ItemID, &p.UserID, &p.Reason, &ageMicros)
-			p.Age = time.Duration(ageMicros) * time.Microsecond
+			err := r.Scan(&p.OrderID, &p.SaleID, &p.ItemID, &p.UserID, &p.Reason)
 			return p, err
 		})
 		if err != nil {

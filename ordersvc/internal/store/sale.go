@@ -207,10 +207,9 @@ func (s *Store) LockSaleWrites(ctx context.Context, saleID int64) (unlock func()
 	if err != nil {
 		return nil, false, fmt.Errorf("lock sale %d: %w", saleID, err)
 	}
-	conn := pc.Hijack() // closed, not returned to the pool: closing is what surely unlocks
+	conn := pc.Hijack() // closed, not returned to the pool: a session that ends holds no lock
 	closeConn := func() { _ = conn.Close(context.Background()) }
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended('flashsale:sale-writes:' || $1::bigint, 0))`,
-		saleID).Scan(&ok); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+saleWritesKey+`)`, saleID).Scan(&ok); err != nil {
 		closeConn()
 		return nil, false, fmt.Errorf("lock sale %d: %w", saleID, err)
 	}
@@ -218,5 +217,16 @@ func (s *Store) LockSaleWrites(ctx context.Context, saleID int64) (unlock func()
 		closeConn()
 		return nil, false, nil
 	}
-	return closeConn, true, nil
+	return func() {
+		// Unlocked before the session ends: the server drops a closed
+		// session's locks a moment after the client has moved on, and the
+		// caller's next repair or load must not find it still held.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(ctx, `SELECT pg_advisory_unlock(`+saleWritesKey+`)`, saleID)
+		closeConn()
+	}, true, nil
 }
+
+// saleWritesKey is the advisory lock key of sale $1's writes.
+const saleWritesKey = `hashtextextended('flashsale:sale-writes:' || $1::bigint, 0)`
