@@ -154,7 +154,7 @@ func TestMoveIntoAPausedShardLandsAfterTheRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := l.stockKey(1, 1)
-	vals, err := s.pause.Exec(ctx, s.client, []string{dst}, nil).ToArray()
+	vals, err := s.pause.Exec(ctx, s.client, []string{dst, PauseMarker(dst)}, []string{pauseMarkerLife}).ToArray()
 	if err != nil {
 		t.Fatal(err)
 	}
