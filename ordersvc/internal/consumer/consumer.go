@@ -48,6 +48,9 @@ const (
 	HeaderSourceTopic     = "source-topic"
 	HeaderSourcePartition = "source-partition"
 	HeaderSourceOffset    = "source-offset"
+	// HeaderTruncatedFrom: the dead letter carries only the first
+	// maxDeadValue bytes of the message's value, which had this many.
+	HeaderTruncatedFrom = "truncated-from"
 )
 
 // Backoff of a batch that PostgreSQL or the dead-letter topic refused.
@@ -603,6 +606,14 @@ func decode(b []byte) (event.OrderPlaced, error) {
 	return raw, err
 }
 
+// maxDeadValue bounds the part of a message's value a dead letter carries.
+// A message near the topic's size limit, plus the dead letter's headers,
+// exceeds the producer's: the producer refused it for ever, and the batch,
+// which with orders spread over every partition is all the member reads,
+// was retried without end. Our events are ~200 bytes; what is cut is
+// garbage, and its size is in a header.
+const maxDeadValue = 64 << 10
+
 // produceDead sends the dead letters and waits for every delivery report.
 func (c *Consumer) produceDead(ctx context.Context, dead []deadLetter) error {
 	reports := make(chan kafka.Event, len(dead)) // room for every report: nothing blocks librdkafka
@@ -620,10 +631,15 @@ func (c *Consumer) produceDead(ctx context.Context, dead []deadLetter) error {
 		if d.detail != "" {
 			headers = append(headers, kafka.Header{Key: HeaderError, Value: []byte(d.detail)})
 		}
+		value := m.Value
+		if len(value) > maxDeadValue {
+			headers = append(headers, kafka.Header{Key: HeaderTruncatedFrom, Value: []byte(strconv.Itoa(len(value)))})
+			value = value[:maxDeadValue]
+		}
 		dm := &kafka.Message{
 			TopicPartition: kafka.TopicPartition{Topic: &c.cfg.DLQTopic, Partition: kafka.PartitionAny},
 			Key:            m.Key,
-			Value:          m.Value,
+			Value:          value,
 			Headers:        headers,
 		}
 		for {

@@ -221,6 +221,25 @@ func TestInvalidPayloadDeadLettered(t *testing.T) {
 	}
 }
 
+// A message near the topic's size limit is dead-lettered with its value cut
+// to a bound: whole, with the dead letter's headers, it exceeded the
+// producer's limit, and its batch was retried for ever.
+func TestHugePayloadDeadLetteredCut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	huge := bytes.Repeat([]byte{'x'}, 999_900) // under the producer's 1,000,000 alone
+	e.publish("huge", huge)
+	e.start(e.store, 5*time.Second)
+	e.waitCommitted(1)
+	dead := e.readDLQ(1)
+	if len(dead) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dead))
+	}
+	if got := header(dead[0], consumer.HeaderTruncatedFrom); got != "999900" || len(dead[0].Value) >= len(huge) {
+		t.Errorf("dead letter of %d bytes, truncated-from %q; want it cut, from 999900", len(dead[0].Value), got)
+	}
+}
+
 // Offsets are committed only after the batch is in PostgreSQL: a batch that
 // cannot be persisted is retried, never committed, and is processed by the
 // next member of the group; a member joining after the commit does not read
