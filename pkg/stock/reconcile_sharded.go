@@ -161,7 +161,6 @@ items:
 func (s *Store) reconcileSharded(ctx context.Context, l layout, itemIDs []int64,
 	decide func(context.Context, Snapshot) (*Copy, error)) (Snapshot, error) {
 	var snap Snapshot
-	var cp *Copy
 	for attempt := 0; ; attempt++ {
 		if attempt == reconcileAttempts {
 			return snap, fmt.Errorf("reconcile sale %d: %w", l.sale, ErrBusy)
@@ -171,11 +170,12 @@ func (s *Store) reconcileSharded(ctx context.Context, l layout, itemIDs []int64,
 			return Snapshot{}, err
 		}
 		snap = snapshotOf(l, itemIDs, states)
-		if cp, err = decide(ctx, snap); err != nil || cp != nil {
-			if err != nil {
-				return snap, err
-			}
-			break // the pause below makes the copy it writes consistent
+		cp, err := decide(ctx, snap)
+		if err != nil {
+			return snap, err
+		}
+		if cp != nil {
+			break // decided again below, paused: the copy written is consistent
 		}
 		// decide read PostgreSQL after the slots: a purchase or release in
 		// between shows up there and not in the snapshot (a difference that

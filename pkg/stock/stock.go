@@ -222,26 +222,6 @@ func (s *Store) reserveOn(ctx context.Context, l layout, k int, itemID int64, us
 // seconds for the reserve script: as long as a sale may run.
 var spentTokensTTL = strconv.Itoa(int((7 * 24 * time.Hour).Seconds()))
 
-// SpendToken marks an admission token as used without a purchase (an
-// operator revoking an admission; a purchase spends its token in the
-// reserve script). On a sharded sale the set is the one in userID's shard,
-// where reserve checks it.
-func (s *Store) SpendToken(ctx context.Context, saleID int64, userID, tokenID string) error {
-	l, err := s.layout(saleID)
-	if err != nil {
-		return err
-	}
-	key := tokensOf(l.tag(l.shardOf(userID)))
-	for _, r := range s.client.DoMulti(ctx,
-		s.client.B().Sadd().Key(key).Member(tokenID).Build(),
-		s.client.B().Expire().Key(key).Seconds(int64((7 * 24 * time.Hour).Seconds())).Build()) {
-		if err := r.Error(); err != nil {
-			return fmt.Errorf("spend admission token %s: %w", tokenID, err)
-		}
-	}
-	return nil
-}
-
 // Release gives back the unit that orderID holds. It reports whether a unit
 // went back; repeating it, or releasing an order that holds nothing, is a
 // no-op. ErrNotLoaded means the stock key is gone and reconciliation decides.

@@ -164,13 +164,7 @@ func TestReleaseAbandoned(t *testing.T) {
 // Redis, with the stores and the Redis client an abandon pass needs.
 func loadedSale(t *testing.T, quantities ...int64) (context.Context, *store.Store, rueidis.Client, *stock.Store, store.Sale) {
 	t.Helper()
-	testenv.Require(t, testenv.RedisAddr())
-	st := store.New(testdb.Pool(t))
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
+	st, rc := storeAndRedis(t)
 	stk := stock.New(rc)
 	sl := testdb.Sale(t, st, quantities...)
 	testdb.Load(t, st, stk, sl.ID)
