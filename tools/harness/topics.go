@@ -33,14 +33,7 @@ func (s *Stack) createTopics(brokers string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	s.t.Cleanup(func() {
-		err := withAdmin(brokers, 15*time.Second, func(ctx context.Context, ac *kafka.AdminClient) error {
-			return kafkatopic.Delete(ctx, ac, topics...)
-		})
-		if err != nil {
-			s.t.Logf("cleanup: %v", err)
-		}
-	})
+	kafkatopic.DeleteAtCleanup(s.t, brokers, topics...)
 }
 
 // withAdmin runs f with an admin client of brokers, closed when f returns

@@ -28,6 +28,7 @@ import (
 	"flashsale/pkg/event"
 	"flashsale/pkg/schema"
 	"flashsale/pkg/stock"
+	"flashsale/tools/kafkatopic"
 	"flashsale/tools/metricdoc"
 	"flashsale/tools/scrape"
 	"flashsale/tools/testenv"
@@ -89,6 +90,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, topic: fmt.Sprintf("test-gw-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())}
+	kafkatopic.DeleteAtCleanup(t, testenv.KafkaBrokers(), h.topic)
 	h.saleID, h.items = createSale(t, ctx, o.startsIn, o.quantities)
 	if o.queue || o.pow > 0 {
 		conn, err := pgx.Connect(ctx, testenv.PostgresDSN())

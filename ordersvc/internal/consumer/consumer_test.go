@@ -22,6 +22,7 @@ import (
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
+	"flashsale/tools/kafkatopic"
 	"flashsale/tools/testenv"
 )
 
@@ -63,6 +64,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	defer adm.Close()
+	kafkatopic.DeleteAtCleanup(t, testenv.KafkaBrokers(), e.topic, e.dlq)
 	res, err := adm.CreateTopics(ctx, []kafka.TopicSpecification{
 		{Topic: e.topic, NumPartitions: partitions, ReplicationFactor: 1},
 		{Topic: e.dlq, NumPartitions: 1, ReplicationFactor: 1},

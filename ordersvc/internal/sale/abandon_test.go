@@ -21,6 +21,7 @@ import (
 	"flashsale/pkg/accepted"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
+	"flashsale/tools/kafkatopic"
 	"flashsale/tools/testenv"
 )
 
@@ -186,6 +187,7 @@ func laggingReader(t *testing.T, n int) *lag.Reader {
 	t.Helper()
 	testenv.Require(t, testenv.KafkaBrokers())
 	name := "test-abandon-lag-" + uuid.NewString()[:8]
+	kafkatopic.DeleteAtCleanup(t, testenv.KafkaBrokers(), name)
 	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": testenv.KafkaBrokers(), "acks": "all", "log_level": 3})
 	if err != nil {
 		t.Fatal(err)
