@@ -303,7 +303,7 @@ func (s *Stack) startProc(name string) {
 		s.t.Fatal(err)
 	}
 	cmd := exec.Command(spec.bin, spec.args...)
-	cmd.Env = os.Environ()
+	cmd.Env = append([]string{"GOTRACEBACK=all"}, os.Environ()...) // see dumpAndKill
 	for _, layer := range []map[string]string{s.Env, spec.env, s.procEnv[name]} {
 		for k, v := range layer {
 			cmd.Env = append(cmd.Env, k+"="+v)
@@ -404,13 +404,18 @@ func (s *Stack) Stop() {
 			continue
 		default:
 		}
+		if s.t.Failed() {
+			// What a process was doing when the test failed is worth more
+			// than its graceful stop: its goroutines go to its log.
+			s.dumpAndKill(p)
+			continue
+		}
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.done:
 		case <-time.After(30 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-			s.t.Errorf("%s did not stop within 30s of SIGTERM:\n%s", name, s.Log(name))
+			s.dumpAndKill(p)
+			s.t.Errorf("%s did not stop within 30s of SIGTERM (its goroutines are in %s):\n%s", name, p.log, s.Log(name))
 		}
 		if code := p.cmd.ProcessState.ExitCode(); code != 0 && !s.t.Failed() {
 			s.t.Errorf("%s exited with %d:\n%s", name, code, s.Log(name))

@@ -26,3 +26,16 @@ func (s *Stack) Terminate(name string, timeout time.Duration) (int, time.Duratio
 		return -1, time.Since(start)
 	}
 }
+
+// dumpAndKill ends a process that would not stop: SIGQUIT first, so the Go
+// runtime writes every goroutine's stack to its log (GOTRACEBACK=all is
+// set at start), then SIGKILL if that did not end it within 5 s.
+func (s *Stack) dumpAndKill(p *proc) {
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
