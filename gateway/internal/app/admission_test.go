@@ -114,12 +114,23 @@ func TestQueuedSaleNeedsAdmission(t *testing.T) {
 	if ok, err := h.stock.Release(context.Background(), h.saleID, h.items[0], "alice", held["alice"]); !ok || err != nil {
 		t.Fatalf("release alice's order: %v %v", ok, err)
 	}
-	if got := h.buyWithToken("alice", alice.AdmissionToken); got.Status != 403 || got.Error != "NOT_ADMITTED" {
-		t.Fatalf("the token is spent by the purchase: got %d %q, want 403 NOT_ADMITTED", got.Status, got.Error)
+	if got := h.buyWithToken("alice", alice.AdmissionToken); got.Status != 403 || got.Error != "ADMISSION_USED" {
+		t.Fatalf("the token is spent by the purchase: got %d %q, want 403 ADMISSION_USED", got.Status, got.Error)
+	}
+	// The waiting room says so too, polled or joined again, and hands out
+	// no new token (which the purchase would refuse: a page looping between
+	// ADMITTED and 403 before).
+	code, q := h.queue("GET", fmt.Sprintf("/api/flash-sales/%d/queue/%s", h.saleID, alice.Ticket), "alice", nil)
+	if code != 200 || q.State != "USED" || q.AdmissionToken != "" || q.PurchasePath != "" {
+		t.Fatalf("alice polls her spent ticket: %d %+v, want state USED without a token", code, q)
+	}
+	code, q = h.queue("POST", fmt.Sprintf("/api/flash-sales/%d/queue", h.saleID), "alice", nil)
+	if code != 200 || q.Ticket != alice.Ticket || q.State != "USED" || q.AdmissionToken != "" {
+		t.Fatalf("alice joins again: %d %+v, want her ticket, state USED, no token", code, q)
 	}
 
 	// A ticket is the holder's only: another shopper polling it sees 404.
-	code, _ := h.queue("POST", fmt.Sprintf("/api/flash-sales/%d/queue", h.saleID), "carol", nil)
+	code, _ = h.queue("POST", fmt.Sprintf("/api/flash-sales/%d/queue", h.saleID), "carol", nil)
 	if code != 200 {
 		t.Fatalf("carol joins: %d", code)
 	}

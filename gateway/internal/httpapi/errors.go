@@ -25,6 +25,7 @@ var (
 	errUnavailable      = newAPIError(fasthttp.StatusServiceUnavailable, httperr.CodeUnavailable, "temporarily unavailable, retry later", "1")
 	errRateLimited      = newAPIError(fasthttp.StatusTooManyRequests, "RATE_LIMITED", "too many requests, slow down", "1")
 	errNotAdmitted      = newAPIError(fasthttp.StatusForbidden, "NOT_ADMITTED", "a valid admission token from the queue is required", "")
+	errAdmissionUsed    = newAPIError(fasthttp.StatusForbidden, "ADMISSION_USED", "this admission already bought a unit; an admission buys once", "")
 	errBadProof         = newAPIError(fasthttp.StatusForbidden, "BAD_PROOF", "solve the queue challenge first", "")
 	errTicketExpired    = newAPIError(fasthttp.StatusGone, "TICKET_EXPIRED", "the place was given up after polling stopped; join again", "")
 	errMethod           = newAPIError(fasthttp.StatusMethodNotAllowed, httperr.CodeMethod, "method not allowed on this path", "")

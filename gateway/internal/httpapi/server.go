@@ -281,7 +281,7 @@ func (a *API) answerPurchase(ctx *fasthttp.RequestCtx, item *catalog.Item, recei
 	case errors.Is(err, stock.ErrAlreadyPurchased):
 		a.refuse(ctx, outAlreadyPurchased, errAlreadyPurchased)
 	case errors.Is(err, stock.ErrTokenSpent):
-		a.refuse(ctx, outNotAdmitted, errNotAdmitted)
+		a.refuse(ctx, outNotAdmitted, errAdmissionUsed)
 	case errors.Is(err, purchase.ErrUnresolved), errors.Is(err, holding.ErrUnconfirmed):
 		// The order may still appear: give its id so the shopper can poll it.
 		a.Metrics.count(outUnavailable)

@@ -17,7 +17,7 @@ import (
 // queueView is the JSON a waiting-room page renders.
 type queueView struct {
 	Ticket       string `json:"ticket"`
-	State        string `json:"state"` // DRAWING (before the opening), WAITING, ADMITTED
+	State        string `json:"state"` // DRAWING (before the opening), WAITING, ADMITTED, USED
 	Position     *int64 `json:"position"`
 	AdmittedUpTo int64  `json:"admittedUpTo"`
 	QueueSize    int64  `json:"queueSize"`
@@ -146,6 +146,12 @@ func (a *API) writeQueueStatus(ctx *fasthttp.RequestCtx, c context.Context, s *c
 	v := queueView{Ticket: ticket, AdmittedUpTo: st.Admitted, QueueSize: st.Size}
 	rate := a.admissionRate(s)
 	switch {
+	case st.Used:
+		// Her admission bought a unit: no new token (the purchase would
+		// refuse it), and nothing to poll for.
+		v.State = "USED"
+		v.Position = &st.Position
+		v.PollAfterMs = 0
 	case st.Position == 0:
 		v.State = "DRAWING"
 		v.PollAfterMs = clampPoll(s.StartsAt.Sub(now)/4, a.Queue.Grace())

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"flashsale/pkg/lua"
+	"flashsale/pkg/stock"
 )
 
 // Outcomes of Status.
@@ -89,6 +90,11 @@ type Status struct {
 	Size int64
 	// UserID holds the ticket.
 	UserID string
+	// Used: the ticket's admission already bought a unit. An admission
+	// buys once (reserve.lua spends it); a shopper whose order was later
+	// cancelled or expired does not buy again on it, and her unit went
+	// back to the shoppers still queued.
+	Used bool
 }
 
 // IsAdmitted reports whether the place has been reached.
@@ -97,7 +103,7 @@ func (s Status) IsAdmitted() bool { return s.Position > 0 && s.Position <= s.Adm
 // Status reads a ticket's place and keeps it alive.
 func (q *Queue) Status(ctx context.Context, saleID int64, opensAt time.Time, ticket string) (Status, error) {
 	v, err := q.status.Exec(ctx, q.client,
-		[]string{key(saleID, "pre"), key(saleID, "post"), key(saleID, "tix"), key(saleID, "seen"), key(saleID, "dead"), key(saleID, "adm")},
+		[]string{key(saleID, "pre"), key(saleID, "post"), key(saleID, "tix"), key(saleID, "seen"), key(saleID, "dead"), key(saleID, "adm"), stock.SpentTokensKey(saleID)},
 		[]string{ticket, strconv.FormatInt(opensAt.UnixMilli(), 10)}).ToArray()
 	if err != nil {
 		return Status{}, fmt.Errorf("queue status sale %d: %w", saleID, err)
@@ -116,6 +122,8 @@ func (q *Queue) Status(ctx context.Context, saleID int64, opensAt time.Time, tic
 		return st, ErrUnknownTicket
 	case -2:
 		return st, ErrTicketExpired
+	case 2:
+		st.Used = true
 	}
 	return st, nil
 }

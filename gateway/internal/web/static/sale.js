@@ -199,6 +199,8 @@ function onQueue(q) {
     st.admission = q.admissionToken;
     st.purchasePath = q.purchasePath;
     showStatus("You are in! Buy now.", "good");
+  } else if (q.state === "USED") { // her admission bought a unit: nothing left to wait for
+    admissionUsed();
   } else {
     st.queueTimer = setTimeout(pollQueue, Math.max(500, q.pollAfterMs || 2000));
   }
@@ -284,6 +286,15 @@ async function recoverOrder(delay, attempt) {
   recoverOrder(r.retryAfterMs || backoff(delay, 10000), attempt + 1);
 }
 
+// admissionUsed ends the queue for a shopper whose admission already
+// bought a unit: an admission buys once, even when that order was later
+// cancelled or expired (its unit went back to the shoppers still queued).
+function admissionUsed() {
+  st.final = "ADMISSION_USED"; st.admission = ""; st.purchasePath = "";
+  showStatus("Your admission was used for a purchase; an admission buys once.", "error");
+  if (!st.order) { orderLooked = false; sessionStorage.setItem(triedKey, "1"); findOrder(); }
+}
+
 // findOrder asks once, when the page opens again on a sale this tab
 // already tried to buy in, whether the shopper holds an order (a reload
 // after a lost answer). Only then: at the opening the whole crowd's pages
@@ -311,6 +322,8 @@ function refused(r, what) {
     setTimeout(render, wait + 50);
     break;
   }
+  case "ADMISSION_USED":
+    admissionUsed(); break;
   case "NOT_ADMITTED": case 403:
     st.admission = ""; st.ticket = null; st.queue = null; st.purchasePath = "";
     showStatus("Your admission is no longer valid; join the queue again.", "error"); break;
