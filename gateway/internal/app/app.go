@@ -126,7 +126,7 @@ func (g *Gateway) dialClients(ctx context.Context) error {
 	g.producer, err = publish.New(publish.Config{Brokers: g.cfg.KafkaBrokers, Topic: g.cfg.OrdersTopic,
 		Timeout: g.cfg.PublishTimeout, Linger: g.cfg.PublishLinger,
 		FailFastAfter: g.cfg.PublishFailFastAfter, FailFastFor: g.cfg.PublishFailFastFor, Spread: g.cfg.PublishSpread,
-		Security: g.cfg.KafkaSecurity})
+		Security: g.cfg.KafkaSecurity, Log: g.log.With("component", "publish")})
 	return err
 }
 

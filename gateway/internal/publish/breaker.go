@@ -29,7 +29,16 @@ type breaker struct {
 	cooldown  time.Duration // how long it stays open before a trial
 	failures  atomic.Int64
 	openUntil atomic.Int64 // unix nanoseconds; 0: closed
+	openedAt  atomic.Int64 // unix nanoseconds: when it last opened while closed; 0: closed
 	trial     atomic.Bool  // a trial delivery is in flight
+}
+
+// openFor opens the breaker until until, noting when it opened if it was
+// closed.
+func (b *breaker) openFor(now time.Time, until int64) {
+	if b.openUntil.Swap(until) == 0 {
+		b.openedAt.Store(now.UnixNano())
+	}
 }
 
 // allow reports whether a delivery may be attempted at now, and whether it
@@ -52,6 +61,7 @@ func (b *breaker) allow(now time.Time) (ok, trial bool) {
 func (b *breaker) success(trial bool) {
 	b.failures.Store(0)
 	b.openUntil.Store(0)
+	b.openedAt.Store(0)
 	if trial {
 		b.trial.Store(false)
 	}
@@ -63,7 +73,7 @@ func (b *breaker) success(trial bool) {
 func (b *breaker) failure(now time.Time, trial bool) {
 	n := b.failures.Add(1)
 	if b.threshold > 0 && (n >= b.threshold || trial && b.open()) {
-		b.openUntil.Store(now.Add(b.cooldown).UnixNano())
+		b.openFor(now, now.Add(b.cooldown).UnixNano())
 	}
 	if trial {
 		b.trial.Store(false)
@@ -78,7 +88,7 @@ func (b *breaker) untried() { b.trial.Store(false) }
 // trip opens the breaker at once (librdkafka reports every broker down).
 func (b *breaker) trip(now time.Time) {
 	if b.threshold > 0 {
-		b.openUntil.Store(now.Add(b.cooldown).UnixNano())
+		b.openFor(now, now.Add(b.cooldown).UnixNano())
 	}
 }
 
@@ -211,7 +221,7 @@ func (bs *breakers) forPartition(part int32) *breaker {
 		// trip stores tripped under the read lock, so it either sees this
 		// breaker in byPart or stored tripped before it was made.
 		if until := bs.tripped.Load(); until != 0 {
-			b.openUntil.Store(until)
+			b.openFor(time.Now(), until)
 		}
 		bs.byPart[part] = b
 	}
@@ -230,6 +240,20 @@ func (bs *breakers) trip(now time.Time) {
 	for _, b := range bs.byPart {
 		b.trip(now)
 	}
+}
+
+// failingSince lists the partitions (not unknownPartition) whose breaker
+// has been open since cutoff or earlier.
+func (bs *breakers) failingSince(cutoff time.Time) []int32 {
+	bs.mu.RLock()
+	defer bs.mu.RUnlock()
+	var out []int32
+	for part, b := range bs.byPart {
+		if at := b.openedAt.Load(); part != unknownPartition && at != 0 && at <= cutoff.UnixNano() {
+			out = append(out, part)
+		}
+	}
+	return out
 }
 
 // open counts the partitions whose sales are failing fast now.

@@ -16,9 +16,10 @@ const namespace = "flashsale_gateway"
 // and those refused while failing fast. Observing costs no lock and no
 // allocation.
 type metrics struct {
-	ack     prometheus.Histogram
-	failed  prometheus.Counter
-	refused prometheus.Counter // failing fast, never handed to librdkafka
+	ack      prometheus.Histogram
+	failed   prometheus.Counter
+	refused  prometheus.Counter // failing fast, never handed to librdkafka
+	replaced prometheus.Counter // librdkafka clients replaced (stuckCheck)
 }
 
 var descFailingFast = prometheus.NewDesc(namespace+"_publish_failing_fast",
@@ -33,6 +34,8 @@ func newMetrics() metrics {
 			Help: "Publishes the broker did not acknowledge within the publish timeout."}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "publish_refused_total",
 			Help: "Publishes refused at once while failing fast."}),
+		replaced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "publish_client_replaced_total",
+			Help: "Kafka producers replaced because they failed every delivery to partitions the cluster reports led and in sync."}),
 	}
 }
 
@@ -42,6 +45,7 @@ func (p *Producer) Describe(ch chan<- *prometheus.Desc) {
 	p.metrics.ack.Describe(ch)
 	p.metrics.failed.Describe(ch)
 	p.metrics.refused.Describe(ch)
+	p.metrics.replaced.Describe(ch)
 	ch <- descFailingFast
 }
 
@@ -50,5 +54,6 @@ func (p *Producer) Collect(ch chan<- prometheus.Metric) {
 	p.metrics.ack.Collect(ch)
 	p.metrics.failed.Collect(ch)
 	p.metrics.refused.Collect(ch)
+	p.metrics.replaced.Collect(ch)
 	ch <- prometheus.MustNewConstMetric(descFailingFast, prometheus.GaugeValue, float64(p.FailingFast()))
 }

@@ -6,6 +6,7 @@ package publish
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -54,17 +55,25 @@ type Config struct {
 	Spread bool
 	// Security is TLS and SASL towards the brokers (pkg/kafkaconf).
 	Security kafkaconf.Security
+	// Log receives the producer's own decisions (a replaced client); nil:
+	// slog.Default().
+	Log *slog.Logger
 }
 
 // Producer publishes to one topic.
 type Producer struct {
-	p        *kafka.Producer
+	client   atomic.Pointer[kafka.Producer] // replaced by rebuild
+	conf     kafka.ConfigMap                // every client's configuration
 	topic    string
 	inFlight atomic.Int64 // handed to librdkafka, delivery report not yet read
 	breakers *breakers
 	spread   *spreader // nil: orders keyed by item
+	stuck    *stuckCheck
+	log      *slog.Logger
+	events   chan kafka.Event // every client's events, until Close
 	stop     chan struct{}
-	refresh  sync.WaitGroup
+	upkeep   sync.WaitGroup // the upkeep goroutine
+	clients  sync.WaitGroup // each client's event forwarder, and a retired client's drain
 	metrics  metrics
 	now      func() time.Time
 }
@@ -123,35 +132,68 @@ func New(cfg Config) (*Producer, error) {
 		"log.connection.close": false,
 	}
 	cfg.Security.Apply(cm)
-	p, err := kafka.NewProducer(&cm)
-	if err != nil {
-		return nil, fmt.Errorf("create kafka producer: %w", err)
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
 	}
-	pr := &Producer{p: p, topic: cfg.Topic, now: time.Now, metrics: newMetrics(), stop: make(chan struct{}),
-		breakers: newBreakers(int64(cfg.FailFastAfter), cfg.FailFastFor)}
+	pr := &Producer{conf: cm, topic: cfg.Topic, now: time.Now, metrics: newMetrics(), log: log,
+		events: make(chan kafka.Event, 16), stop: make(chan struct{}),
+		breakers: newBreakers(int64(cfg.FailFastAfter), cfg.FailFastFor),
+		stuck:    newStuckCheck(cfg.Timeout)}
+	client, err := pr.newClient()
+	if err != nil {
+		return nil, err
+	}
+	pr.client.Store(client)
 	if cfg.Spread {
 		pr.spread = &spreader{stickFor: spreadStick}
-		pr.refresh.Add(1)
-		go pr.readPartitions()
 	}
+	pr.upkeep.Add(1)
+	go pr.keepUp()
 	return pr, nil
 }
 
-// readPartitions keeps the spreader's partition count current until Close.
-func (p *Producer) readPartitions() {
-	defer p.refresh.Done()
-	for {
-		wait := partitionsRefresh
-		md, err := p.p.GetMetadata(&p.topic, false, int(partitionsRetry/time.Millisecond))
-		if t, ok := topicOf(md, p.topic); err == nil && ok && t.Error.Code() == kafka.ErrNoError {
-			p.spread.setPartitions(len(t.Partitions))
-		} else {
-			wait = partitionsRetry
+// newClient makes a librdkafka producer of p's configuration and forwards
+// its events to p.events until it is closed.
+func (p *Producer) newClient() (*kafka.Producer, error) {
+	c, err := kafka.NewProducer(&p.conf)
+	if err != nil {
+		return nil, fmt.Errorf("create kafka producer: %w", err)
+	}
+	p.clients.Add(1)
+	go func() {
+		defer p.clients.Done()
+		for ev := range c.Events() {
+			p.events <- ev
 		}
+	}()
+	return c, nil
+}
+
+// keepUp reads the topic's metadata until Close: a spreading producer's
+// partition count, every partitionsRefresh (partitionsRetry after a failed
+// read), and, while a partition has failed every delivery for a while,
+// whether the cluster says it is served (see stuckCheck).
+func (p *Producer) keepUp() {
+	defer p.upkeep.Done()
+	var nextCount time.Time
+	tick := time.NewTicker(partitionsRetry)
+	defer tick.Stop()
+	for {
+		now := p.now()
+		if p.spread != nil && !now.Before(nextCount) {
+			nextCount = now.Add(partitionsRetry)
+			md, err := p.client.Load().GetMetadata(&p.topic, false, int(partitionsRetry/time.Millisecond))
+			if t, ok := topicOf(md, p.topic); err == nil && ok && t.Error.Code() == kafka.ErrNoError {
+				p.spread.setPartitions(len(t.Partitions))
+				nextCount = now.Add(partitionsRefresh)
+			}
+		}
+		p.checkStuck(now)
 		select {
 		case <-p.stop:
 			return
-		case <-time.After(wait):
+		case <-tick.C:
 		}
 	}
 }
@@ -237,7 +279,7 @@ func (p *Producer) publish(itemID int64, part int32, value []byte) (int32, error
 		var keyBuf [20]byte
 		msg.Key = strconv.AppendInt(keyBuf[:0], itemID, 10)
 	}
-	err := p.p.Produce(msg, done)
+	err := p.client.Load().Produce(msg, done)
 	if err != nil {
 		return kafka.PartitionAny, fmt.Errorf("%w: enqueue: %v", ErrNotPublished, err)
 	}
@@ -256,9 +298,9 @@ func (p *Producer) publish(itemID int64, part int32, value []byte) (int32, error
 	return m.TopicPartition.Partition, nil
 }
 
-// Events is the producer's channel of client-level events (errors, stats);
-// the owner must drain it.
-func (p *Producer) Events() <-chan kafka.Event { return p.p.Events() }
+// Events is the producer's channel of client-level events (errors, stats),
+// of every client it used; the owner must drain it. Close closes it.
+func (p *Producer) Events() <-chan kafka.Event { return p.events }
 
 // Close flushes what is queued (bounded by timeout) and closes the producer.
 // It returns how many publishes were still waiting for their report. Every
@@ -270,18 +312,28 @@ func (p *Producer) Events() <-chan kafka.Event { return p.p.Events() }
 // unconfirmed delivery, instead of waiting for ever on a closed producer.
 func (p *Producer) Close(timeout time.Duration) int {
 	close(p.stop)
-	p.refresh.Wait()
+	p.upkeep.Wait()
+	c := p.client.Load()
 	if p.inFlight.Load() > 0 {
-		p.p.Flush(int(timeout / time.Millisecond))
+		c.Flush(int(timeout / time.Millisecond))
 	}
 	left := int(p.inFlight.Load())
-	if left > 0 {
-		if err := p.p.Purge(kafka.PurgeQueue | kafka.PurgeInFlight); err == nil {
-			p.p.Flush(int(purgeServe / time.Millisecond))
+	closeClient(c, left > 0)
+	p.clients.Wait() // a retired client's drain, and every forwarder
+	close(p.events)
+	return left
+}
+
+// closeClient closes c; with purge, the messages it still holds are purged
+// first, so each waiting publish gets its report (unconfirmed) instead of
+// waiting for ever on a closed client.
+func closeClient(c *kafka.Producer, purge bool) {
+	if purge {
+		if err := c.Purge(kafka.PurgeQueue | kafka.PurgeInFlight); err == nil {
+			c.Flush(int(purgeServe / time.Millisecond))
 		}
 	}
-	p.p.Close()
-	return left
+	c.Close()
 }
 
 // purgeServe bounds how long Close waits for the purged deliveries'
