@@ -33,7 +33,7 @@ import (
 // that does not answer, is an outage the breakers already handle; a client
 // that recovers by itself closes the breaker with its next trial.
 type stuckCheck struct {
-	mu       sync.Mutex // keepUp's goroutine, and tests calling checkStuck
+	mu       sync.Mutex    // keepUp's goroutine, and tests calling checkStuck
 	after    time.Duration // a partition failing this long is a suspect
 	grace    time.Duration // and served this long, a stuck one
 	every    time.Duration // at most one replacement per every
