@@ -16,40 +16,6 @@ import (
 	"flashsale/tools/testenv"
 )
 
-// A partition is stuck only once the cluster has served it for the grace
-// period while its breaker stayed open; one the cluster stops serving
-// starts over.
-func TestStuckCheckWaitsForGrace(t *testing.T) {
-	s := newStuckCheck(time.Second)
-	t0 := time.Unix(1000, 0)
-	if got := s.stuck(t0, []int32{1, 2}); len(got) != 0 {
-		t.Fatalf("first sight: %v, want none", got)
-	}
-	if got := s.stuck(t0.Add(s.grace-time.Millisecond), []int32{1, 2}); len(got) != 0 {
-		t.Fatalf("before the grace: %v, want none", got)
-	}
-	// Partition 2 is not served for a moment: its wait starts again.
-	if got := s.stuck(t0.Add(s.grace-time.Millisecond/2), []int32{1}); len(got) != 0 {
-		t.Fatalf("%v", got)
-	}
-	if got := s.stuck(t0.Add(s.grace), []int32{1, 2}); !slices.Equal(got, []int32{1}) {
-		t.Fatalf("after the grace: %v, want [1]", got)
-	}
-}
-
-// Served means a leader and every replica in sync, with no error.
-func TestServedPartitions(t *testing.T) {
-	md := kafka.TopicMetadata{Partitions: []kafka.PartitionMetadata{
-		{ID: 0, Leader: 1, Replicas: []int32{1, 2, 3}, Isrs: []int32{1, 2, 3}},
-		{ID: 1, Leader: -1, Replicas: []int32{1}, Isrs: nil, Error: kafka.NewError(kafka.ErrLeaderNotAvailable, "", false)},
-		{ID: 2, Leader: 2, Replicas: []int32{1, 2, 3}, Isrs: []int32{2}},
-		{ID: 3, Leader: 1, Replicas: []int32{1}, Isrs: []int32{1}},
-	}}
-	if got := served(md, []int32{0, 1, 2}); !slices.Equal(got, []int32{0}) {
-		t.Fatalf("served = %v, want [0] (1 leaderless, 2 short of replicas, 3 not failing)", got)
-	}
-}
-
 // failingSince names the partitions open since the cutoff, not the
 // deliveries that named none, and forgets a partition once it closes.
 func TestBreakersFailingSince(t *testing.T) {
@@ -138,7 +104,7 @@ func TestStuckClientIsReplaced(t *testing.T) {
 	if p.client.Load() != first {
 		t.Fatal("replaced at the first sight of a served partition, want a grace period")
 	}
-	p.checkStuck(t0.Add(p.stuck.grace))
+	p.checkStuck(t0.Add(p.stuck.watch.Grace))
 	if p.client.Load() == first {
 		t.Fatal("client not replaced: partition 1 failed for an hour while the cluster served it")
 	}
@@ -151,10 +117,10 @@ func TestStuckClientIsReplaced(t *testing.T) {
 	}
 	// Within the every period no second replacement.
 	p.breakers.forPartition(0).failure(t0.Add(-time.Hour), false)
-	p.checkStuck(t0.Add(2 * p.stuck.grace))
-	p.checkStuck(t0.Add(3 * p.stuck.grace))
+	p.checkStuck(t0.Add(2 * p.stuck.watch.Grace))
+	p.checkStuck(t0.Add(3 * p.stuck.watch.Grace))
 	if n := testutil.ToFloat64(p.metrics.replaced); n != 1 {
-		t.Fatalf("publish_client_replaced_total = %v within %v of the last, want 1", n, p.stuck.every)
+		t.Fatalf("publish_client_replaced_total = %v within %v of the last, want 1", n, p.stuck.watch.Every)
 	}
 	time.Sleep(100 * time.Millisecond)
 	close(stop)
@@ -189,7 +155,7 @@ func TestUnreachableClusterKeepsTheClient(t *testing.T) {
 	t0 := time.Now()
 	p.breakers.forPartition(0).failure(t0.Add(-time.Hour), false)
 	p.checkStuck(t0)
-	p.checkStuck(t0.Add(p.stuck.grace))
+	p.checkStuck(t0.Add(p.stuck.watch.Grace))
 	if p.client.Load() != first {
 		t.Fatal("client replaced while the cluster did not answer")
 	}

@@ -1,0 +1,80 @@
+// Package kafkastuck tells a librdkafka client that lost partitions for
+// good from a cluster that is down. librdkafka (2.11 to 2.14 at least) can
+// keep a partition without a leader for ever when a produce or fetch
+// response names leader -1 for it: a KRaft broker fenced for a moment (its
+// controller missed its heartbeats in a pause longer than
+// broker.session.timeout.ms) answers so for a few milliseconds, the client
+// skips that update, and every later message to or from the partition
+// waits, though metadata shows the leader back at once
+// (confluentinc/librdkafka#5430; "new leader-1 not found in cache" in the
+// client's log). The client never recovers by itself; a new client learns
+// the partitions afresh. The gateway's producer and the order service's
+// consumer each watch their partitions and replace their client when a
+// partition they cannot use is one the cluster serves (Watch).
+package kafkastuck
+
+import (
+	"slices"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// Served is the partitions among parts that t shows with a leader, every
+// replica in sync and no error: the cluster serves them.
+func Served(t kafka.TopicMetadata, parts []int32) []int32 {
+	var out []int32
+	for _, pm := range t.Partitions {
+		if slices.Contains(parts, pm.ID) && pm.Error.Code() == kafka.ErrNoError &&
+			pm.Leader >= 0 && len(pm.Isrs) >= len(pm.Replicas) {
+			out = append(out, pm.ID)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Watch decides when failing partitions are the client's fault: when the
+// cluster has served them for Grace (time for the client to use them, had
+// it been able to) while they kept failing, and no replacement happened
+// in the last Every. Not safe for concurrent use.
+type Watch struct {
+	Grace    time.Duration
+	Every    time.Duration
+	last     time.Time // the last replacement
+	servedAt map[int32]time.Time
+}
+
+// Due reports whether a replacement may happen at now (Every has passed
+// since the last one); when it may not, a caller skips its checks.
+func (w *Watch) Due(now time.Time) bool {
+	return w.last.IsZero() || now.Sub(w.last) >= w.Every
+}
+
+// Stuck takes the failing partitions the cluster serves now (served; nil
+// when none fail or the cluster did not answer) and returns those it has
+// served for Grace. A non-empty answer counts as a replacement.
+func (w *Watch) Stuck(now time.Time, served []int32) []int32 {
+	if w.servedAt == nil {
+		w.servedAt = map[int32]time.Time{}
+	}
+	for part := range w.servedAt {
+		if !slices.Contains(served, part) {
+			delete(w.servedAt, part)
+		}
+	}
+	var out []int32
+	for _, part := range served {
+		at, ok := w.servedAt[part]
+		if !ok {
+			w.servedAt[part] = now
+		} else if now.Sub(at) >= w.Grace {
+			out = append(out, part)
+		}
+	}
+	if len(out) > 0 {
+		w.last = now
+		clear(w.servedAt)
+	}
+	return out
+}
