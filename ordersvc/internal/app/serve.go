@@ -123,13 +123,6 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 			return nil, err
 		}
 	}
-	cons, err := consumer.New(consumer.Config{
-		Brokers: cfg.KafkaBrokers, Topic: cfg.OrdersTopic, DLQTopic: cfg.DLQTopic, Group: cfg.ConsumerGroup,
-		BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, FetchWait: cfg.FetchWait, ShutdownTimeout: cfg.ShutdownTimeout, Security: cfg.KafkaSecurity,
-	}, st, stk, rl, log.With("component", "consumer"), m)
-	if err != nil {
-		return nil, err
-	}
 	tracker := lag.NewTracker(c.lag, func(rd lag.Reading) {
 		parts := make(map[int32]int64, len(rd.Lag.Partitions))
 		for _, p := range rd.Lag.Partitions {
@@ -137,6 +130,14 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 		}
 		m.ObserveConsumerLag(rd.Err == nil, rd.Lag.Total, parts, rd.At)
 	})
+	cons, err := consumer.New(consumer.Config{
+		Brokers: cfg.KafkaBrokers, Topic: cfg.OrdersTopic, DLQTopic: cfg.DLQTopic, Group: cfg.ConsumerGroup,
+		BatchSize: cfg.BatchSize, BatchWait: cfg.BatchWait, FetchWait: cfg.FetchWait, ShutdownTimeout: cfg.ShutdownTimeout, Security: cfg.KafkaSecurity,
+		Lag: tracker,
+	}, st, stk, rl, log.With("component", "consumer"), m)
+	if err != nil {
+		return nil, err
+	}
 	svc := &service{cons: cons, relay: rl, tracker: tracker,
 		sweeper: expiry.New(st, rl, log.With("component", "expiry"), m, cfg.ExpiryBatch),
 		health:  api.NewHealth(st, m, map[string]api.ReadyChecker{"kafka-consumer": cons}),

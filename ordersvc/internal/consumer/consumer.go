@@ -20,6 +20,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/google/uuid"
 
+	"flashsale/ordersvc/internal/lag"
 	"flashsale/ordersvc/internal/metrics"
 	"flashsale/ordersvc/internal/relay"
 	"flashsale/ordersvc/internal/store"
@@ -70,6 +71,9 @@ type Config struct {
 	FetchWait       time.Duration      // the broker holds a fetch with less than a batch at most this
 	ShutdownTimeout time.Duration      // how long the in-flight batch may take after ctx ends
 	Security        kafkaconf.Security // TLS and SASL towards the brokers
+	// Lag is the service's periodic reading of the group's lag; the stall
+	// check needs it (nil: no check).
+	Lag *lag.Tracker
 }
 
 // Consumer is one member of the ordersvc consumer group.
@@ -80,11 +84,14 @@ type Consumer struct {
 	relay    *relay.Relay
 	log      *slog.Logger
 	metrics  *metrics.Counters
-	consumer *kafka.Consumer
+	consumer *kafka.Consumer // replaced by replaceClient, in Run's goroutine only
 	producer *kafka.Producer
+	stall    *stallCheck
+	logsDone chan struct{} // the consumer's log forwarder has ended
 
-	joined     atomic.Bool  // an assignment arrived since Run started
-	lastPoll   atomic.Int64 // unix nanos of the last Poll return
+	onPoll     func(*kafka.Consumer) // a test's look at the client before each poll (export_test.go)
+	joined     atomic.Bool           // an assignment arrived since Run started
+	lastPoll   atomic.Int64          // unix nanos of the last Poll return
 	processing atomic.Bool
 	closed     atomic.Bool
 }
@@ -92,6 +99,36 @@ type Consumer struct {
 // New creates the group consumer and the dead-letter producer. librdkafka
 // connects in the background; nothing is read before Run.
 func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *slog.Logger, m *metrics.Counters) (*Consumer, error) {
+	kc, err := newGroupClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	producerCfg := kafka.ConfigMap{
+		"bootstrap.servers":      cfg.Brokers,
+		"client.id":              clientID(),
+		"acks":                   "all",
+		"enable.idempotence":     true,
+		"linger.ms":              5,
+		"go.logs.channel.enable": true,
+		// The client's defaults buffer a million events and a million
+		// messages for ProduceChannel (unused here): 23 MB of pointers
+		// that every garbage collection scanned. forwardLogs reads the
+		// events.
+		"go.events.channel.size":  1000,
+		"go.produce.channel.size": 0,
+	}
+	cfg.Security.Apply(producerCfg)
+	kp, err := kafka.NewProducer(&producerCfg)
+	if err != nil {
+		kc.Close()
+		return nil, fmt.Errorf("create dead-letter producer: %w", err)
+	}
+	return &Consumer{cfg: cfg, store: st, stock: stk, relay: rl, log: log, metrics: m, consumer: kc, producer: kp,
+		stall: newStallCheck()}, nil
+}
+
+// newGroupClient makes the librdkafka consumer of the group.
+func newGroupClient(cfg Config) (*kafka.Consumer, error) {
 	consumerCfg := kafka.ConfigMap{
 		"bootstrap.servers": cfg.Brokers,
 		"group.id":          cfg.Group,
@@ -141,27 +178,7 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("create kafka consumer: %w", err)
 	}
-	producerCfg := kafka.ConfigMap{
-		"bootstrap.servers":      cfg.Brokers,
-		"client.id":              clientID(),
-		"acks":                   "all",
-		"enable.idempotence":     true,
-		"linger.ms":              5,
-		"go.logs.channel.enable": true,
-		// The client's defaults buffer a million events and a million
-		// messages for ProduceChannel (unused here): 23 MB of pointers
-		// that every garbage collection scanned. forwardLogs reads the
-		// events.
-		"go.events.channel.size":  1000,
-		"go.produce.channel.size": 0,
-	}
-	cfg.Security.Apply(producerCfg)
-	kp, err := kafka.NewProducer(&producerCfg)
-	if err != nil {
-		kc.Close()
-		return nil, fmt.Errorf("create dead-letter producer: %w", err)
-	}
-	return &Consumer{cfg: cfg, store: st, stock: stk, relay: rl, log: log, metrics: m, consumer: kc, producer: kp}, nil
+	return kc, nil
 }
 
 // eventBytes is about what one OrderPlaced takes in a fetch response: its
@@ -232,8 +249,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return nil
 	}
 	var revokeErr error
-	if err := c.consumer.SubscribeTopics([]string{c.cfg.Topic}, c.onRebalance(flush, &revokeErr)); err != nil {
-		return fmt.Errorf("subscribe to %s: %w", c.cfg.Topic, err)
+	retired, err := c.subscribe(flush, &revokeErr)
+	if err != nil {
+		return err
 	}
 	c.log.Info("consumer started", "topic", c.cfg.Topic, "group", c.cfg.Group)
 	for ctx.Err() == nil && revokeErr == nil {
@@ -243,6 +261,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if b.due(c.cfg.BatchSize) {
 			if err := flush(); err != nil {
 				return err
+			}
+		}
+		if now := time.Now(); len(b.msgs) == 0 && c.stall.due(now) {
+			if stuck := c.checkStall(now); len(stuck) > 0 {
+				if retired, err = c.replaceClient(stuck, retired, flush, &revokeErr); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -259,11 +284,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 // that the client never blocks on a full channel. Call the function it
 // returns (it calls Close) to wait for the last line.
 func (c *Consumer) forwardLogs() (closeAndWait func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		forwardLogs(c.log, c.consumer.Logs(), c.producer.Logs())
-	}()
+	c.logsDone = forwardLog(c.log, c.consumer.Logs())
+	producerDone := forwardLog(c.log, c.producer.Logs())
 	drained := make(chan struct{})
 	go func(events chan kafka.Event) {
 		defer close(drained)
@@ -272,27 +294,46 @@ func (c *Consumer) forwardLogs() (closeAndWait func()) {
 	}(c.producer.Events())
 	return func() {
 		c.Close()
-		<-done
+		<-c.logsDone
+		<-producerDone
 		<-drained
 	}
+}
+
+// subscribe subscribes the current client to the orders topic with its
+// rebalance callback. Setting the returned flag retires the callback (its
+// client is being replaced).
+func (c *Consumer) subscribe(flush func() error, failed *error) (retired *atomic.Bool, err error) {
+	retired = new(atomic.Bool)
+	if err := c.consumer.SubscribeTopics([]string{c.cfg.Topic}, c.onRebalance(flush, failed, retired)); err != nil {
+		return nil, fmt.Errorf("subscribe to %s: %w", c.cfg.Topic, err)
+	}
+	return retired, nil
 }
 
 // onRebalance is the callback Poll calls when the group moves partitions.
 // Before librdkafka takes partitions away the batch read from them is
 // finished and its offsets stored, which librdkafka commits as it lets
 // them go, so the next owner does not redo it (it would be harmless, only
-// slower). A flush that fails there is left in *failed for Run.
-func (c *Consumer) onRebalance(flush func() error, failed *error) kafka.RebalanceCb {
-	return func(_ *kafka.Consumer, ev kafka.Event) error {
+// slower). A flush that fails there is left in *failed for Run. Once
+// retired (its client replaced and closing) it does nothing.
+func (c *Consumer) onRebalance(flush func() error, failed *error, retired *atomic.Bool) kafka.RebalanceCb {
+	return func(kc *kafka.Consumer, ev kafka.Event) error {
+		if retired.Load() {
+			return nil
+		}
+		now := time.Now()
 		switch e := ev.(type) {
 		case kafka.AssignedPartitions:
 			c.joined.Store(true)
+			c.stall.assigned(e.Partitions, now)
 			c.log.Info("partitions assigned", "count", len(e.Partitions))
 		case kafka.RevokedPartitions:
 			if err := flush(); err != nil {
 				*failed = err
 			}
-			c.log.Info("partitions revoked", "count", len(e.Partitions), "lost", c.consumer.AssignmentLost())
+			c.stall.revoked(e.Partitions)
+			c.log.Info("partitions revoked", "count", len(e.Partitions), "lost", kc.AssignmentLost())
 		}
 		return nil
 	}
@@ -301,6 +342,9 @@ func (c *Consumer) onRebalance(flush func() error, failed *error) kafka.Rebalanc
 // pollInto polls once, for at most what is left of b's wait, and adds a
 // message to b. Only a fatal client error is returned.
 func (c *Consumer) pollInto(b *polled) error {
+	if c.onPoll != nil {
+		c.onPoll(c.consumer)
+	}
 	ev := c.consumer.Poll(int(b.pollWait().Milliseconds()))
 	c.lastPoll.Store(time.Now().UnixNano())
 	switch e := ev.(type) {
@@ -310,6 +354,7 @@ func (c *Consumer) pollInto(b *polled) error {
 			return nil
 		}
 		b.add(e, c.cfg.BatchWait)
+		c.stall.read(e.TopicPartition.Partition, time.Unix(0, c.lastPoll.Load()))
 	case kafka.Error:
 		if e.IsFatal() {
 			return fmt.Errorf("kafka consumer: %w", e)
@@ -374,35 +419,29 @@ func (c *Consumer) Close() {
 	}
 }
 
-// forwardLogs writes librdkafka's logs to slog until both channels close.
+// forwardLog writes a client's librdkafka logs to slog until the channel
+// closes (the client's Close), then closes the channel it returns.
 // librdkafka's info level is chatty (telemetry, metadata), so it maps to debug.
-func forwardLogs(log *slog.Logger, consumerLogs, producerLogs chan kafka.LogEvent) {
-	cases := [2]chan kafka.LogEvent{consumerLogs, producerLogs}
-	open := 2
-	for open > 0 {
-		var ev kafka.LogEvent
-		var ok bool
-		select {
-		case ev, ok = <-cases[0]:
-			if !ok {
-				cases[0], open = nil, open-1
-				continue
-			}
-		case ev, ok = <-cases[1]:
-			if !ok {
-				cases[1], open = nil, open-1
-				continue
-			}
+func forwardLog(log *slog.Logger, logs chan kafka.LogEvent) (done chan struct{}) {
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range logs {
+			writeLog(log, ev)
 		}
-		level := slog.LevelDebug
-		switch {
-		case ev.Level <= 3:
-			level = slog.LevelError
-		case ev.Level == 4:
-			level = slog.LevelWarn
-		}
-		log.Log(context.Background(), level, "librdkafka", "client", ev.Name, "tag", ev.Tag, "msg", ev.Message)
+	}()
+	return done
+}
+
+func writeLog(log *slog.Logger, ev kafka.LogEvent) {
+	level := slog.LevelDebug
+	switch {
+	case ev.Level <= 3:
+		level = slog.LevelError
+	case ev.Level == 4:
+		level = slog.LevelWarn
 	}
+	log.Log(context.Background(), level, "librdkafka", "client", ev.Name, "tag", ev.Tag, "msg", ev.Message)
 }
 
 // deadLetter is one message for the dead-letter topic.

@@ -132,14 +132,28 @@ type running struct {
 // start runs a consumer of the env's topic and group persisting to st.
 func (e *env) start(st *store.Store, shutdown time.Duration) *running {
 	e.t.Helper()
+	return e.startWith(st, shutdown, nil, nil)
+}
+
+// startWith is start with the consumer's configuration changed by
+// configure, and prepare called on it before it runs (either may be nil).
+func (e *env) startWith(st *store.Store, shutdown time.Duration, configure func(*consumer.Config), prepare func(*consumer.Consumer)) *running {
+	e.t.Helper()
 	m := metrics.New()
 	rl := relay.New(e.store, e.stock, e.logger, m)
-	c, err := consumer.New(consumer.Config{
+	cfg := consumer.Config{
 		Brokers: testenv.KafkaBrokers(), Topic: e.topic, DLQTopic: e.dlq, Group: e.group,
 		BatchSize: 100, BatchWait: 20 * time.Millisecond, ShutdownTimeout: shutdown,
-	}, st, e.stock, rl, e.logger, m)
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	c, err := consumer.New(cfg, st, e.stock, rl, e.logger, m)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(c)
 	}
 	ctx, cancel := context.WithCancel(testenv.Context(e.t))
 	r := &running{c: c, metrics: m, cancel: cancel, done: make(chan error, 1)}

@@ -28,9 +28,12 @@ type Counters struct {
 	DLQ             prometheus.Counter // messages produced to the dead-letter topic
 	Releases        prometheus.Counter // outbox rows handled by the relay
 	BatchRetries    prometheus.Counter // failed attempts to persist or dead-letter a batch, retried
-	OrdersPaid      prometheus.Counter // PENDING -> PAID
-	OrdersCancelled prometheus.Counter // PENDING -> CANCELLED
-	OrdersExpired   prometheus.Counter // PENDING -> EXPIRED by a sweeper of this process
+	// ConsumerReplaced: group consumers replaced because partitions the
+	// cluster serves had messages they did not read (librdkafka#5430).
+	ConsumerReplaced prometheus.Counter
+	OrdersPaid       prometheus.Counter // PENDING -> PAID
+	OrdersCancelled  prometheus.Counter // PENDING -> CANCELLED
+	OrdersExpired    prometheus.Counter // PENDING -> EXPIRED by a sweeper of this process
 	// AbandonedReleased: reservations no order backed (their gateway died
 	// before publishing), written off and their units given back.
 	AbandonedReleased prometheus.Counter
@@ -70,6 +73,7 @@ func New() *Counters {
 		DLQ:               counter("dlq_messages_total", "Messages produced to the dead-letter topic."),
 		Releases:          counter("stock_releases_total", "Stock-release outbox rows handled by the relay."),
 		BatchRetries:      counter("batch_retries_total", "Failed attempts to persist or dead-letter a batch, retried."),
+		ConsumerReplaced:  counter("consumer_replaced_total", "Kafka group consumers replaced because partitions the cluster serves had messages they did not read."),
 		OrdersPaid:        counter("orders_paid_total", "Orders paid."),
 		OrdersCancelled:   counter("orders_cancelled_total", "Orders cancelled by their owner."),
 		OrdersExpired:     counter("orders_expired_total", "Orders expired by this process's sweeper."),

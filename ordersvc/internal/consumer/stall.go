@@ -1,0 +1,144 @@
+package consumer
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"flashsale/pkg/kafkastuck"
+)
+
+// stallCheck replaces the group consumer's client when it stopped reading
+// partitions the cluster serves (pkg/kafkastuck: confluentinc/librdkafka#5430).
+// Fault scenario 6b caught an order service that persisted nothing more
+// after the broker had been fenced for a moment: its partitions had
+// messages, its client never fetched them again.
+//
+// Run looks every `every`, between batches: a partition it holds that
+// gave no message for `after` while the group's lag on it is above zero
+// (Config.Lag: the service's periodic lag reading, so an idle stack sends
+// the brokers nothing more) is a suspect; once the cluster has served a
+// suspect for the watch's grace, the client is the fault, and a new one
+// joins the group in its place (the old one leaves first, committing what
+// was persisted). A partition the cluster does not serve is an outage:
+// librdkafka reads it again when it is back. Without a lag reading (none
+// yet, a failed one, or an old one) nothing is a suspect. Only Run's
+// goroutine (and the rebalance callback, which Poll calls there) touches
+// it.
+type stallCheck struct {
+	after    time.Duration
+	every    time.Duration
+	next     time.Time
+	progress map[int32]time.Time // the partitions held: their last message, or their assignment
+	watch    kafkastuck.Watch
+}
+
+func newStallCheck() *stallCheck {
+	return &stallCheck{after: 15 * time.Second, every: 5 * time.Second, progress: map[int32]time.Time{},
+		watch: kafkastuck.Watch{Grace: 5 * time.Second, Every: 30 * time.Second}}
+}
+
+// closeWait bounds the wait for a replaced client to leave the group; past
+// it the client is left behind (librdkafka's close can block while the
+// group coordinator moves) and the group gives its partitions away after
+// its session timeout.
+const closeWait = 10 * time.Second
+
+func (s *stallCheck) due(now time.Time) bool { return !now.Before(s.next) }
+
+func (s *stallCheck) read(part int32, now time.Time) { s.progress[part] = now }
+
+func (s *stallCheck) assigned(tps []kafka.TopicPartition, now time.Time) {
+	for _, tp := range tps {
+		s.progress[tp.Partition] = now
+	}
+}
+
+func (s *stallCheck) revoked(tps []kafka.TopicPartition) {
+	for _, tp := range tps {
+		delete(s.progress, tp.Partition)
+	}
+}
+
+// checkStall returns the partitions the current client has stopped
+// reading though the cluster serves them (see stallCheck).
+func (c *Consumer) checkStall(now time.Time) []int32 {
+	s := c.stall
+	s.next = now.Add(s.every)
+	if !s.watch.Due(now) {
+		return nil
+	}
+	lagging := c.lagging(now)
+	var suspects []int32
+	for part, at := range s.progress {
+		if now.Sub(at) >= s.after && lagging[part] {
+			suspects = append(suspects, part)
+		}
+	}
+	var served []int32
+	if len(suspects) > 0 {
+		md, err := c.consumer.GetMetadata(&c.cfg.Topic, false, int(time.Second/time.Millisecond))
+		if err == nil {
+			if t, ok := md.Topics[c.cfg.Topic]; ok && t.Error.Code() == kafka.ErrNoError {
+				served = kafkastuck.Served(t, suspects)
+			}
+		}
+	}
+	return s.watch.Stuck(now, served)
+}
+
+// lagging is the partitions whose lag the last reading, if recent and
+// good, puts above zero.
+func (c *Consumer) lagging(now time.Time) map[int32]bool {
+	if c.cfg.Lag == nil {
+		return nil
+	}
+	rd := c.cfg.Lag.Last()
+	if rd.Err != nil || rd.At.IsZero() || now.Sub(rd.At) > 3*c.stall.every {
+		return nil
+	}
+	out := map[int32]bool{}
+	for _, p := range rd.Lag.Partitions {
+		if p.Lag > 0 {
+			out[p.Partition] = true
+		}
+	}
+	return out
+}
+
+// replaceClient closes the current client (its callback retired: the
+// batch is already finished) and subscribes a new one to the group. It
+// returns the new callback's retirement flag; an error only when no new
+// client can be made.
+func (c *Consumer) replaceClient(stuck []int32, retired *atomic.Bool, flush func() error, failed *error) (*atomic.Bool, error) {
+	kc, err := newGroupClient(c.cfg)
+	if err != nil {
+		return retired, fmt.Errorf("replace the stuck kafka consumer: %w", err)
+	}
+	c.log.Warn("replacing the kafka consumer: partitions the cluster serves have messages it stopped reading (confluentinc/librdkafka#5430)",
+		"partitions", stuck, "no_message_for_at_least", c.stall.after)
+	retired.Store(true)
+	old, oldLogs := c.consumer, c.logsDone
+	closed := make(chan error, 1)
+	go func() { closed <- old.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			c.log.Warn("close the stuck kafka consumer", "err", err)
+		}
+		<-oldLogs
+	case <-time.After(closeWait):
+		c.log.Error("the stuck kafka consumer did not leave the group; left behind, its partitions move after its session timeout", "waited", closeWait)
+	}
+	c.consumer = kc
+	c.logsDone = forwardLog(c.log, kc.Logs())
+	clear(c.stall.progress)
+	c.metrics.ConsumerReplaced.Inc()
+	next, err := c.subscribe(flush, failed)
+	if err != nil {
+		return retired, err
+	}
+	return next, nil
+}

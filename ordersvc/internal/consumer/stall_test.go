@@ -1,0 +1,97 @@
+package consumer_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"flashsale/ordersvc/internal/consumer"
+	"flashsale/ordersvc/internal/lag"
+	"flashsale/ordersvc/internal/testdb"
+	"flashsale/pkg/event"
+	"flashsale/tools/testenv"
+)
+
+// A client that stops reading partitions the cluster serves (as
+// librdkafka#5430 leaves one after a broker's fencing; here its partitions
+// are paused, which it never undoes) is replaced, and the new member of
+// the group persists what was waiting. A client that keeps reading is not.
+func TestStalledClientIsReplaced(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	sale := testdb.Sale(t, e.store, 100)
+	reader, err := lag.New(lag.Config{Brokers: testenv.KafkaBrokers(), Topic: e.topic, Group: e.group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reader.Close)
+	tracker := lag.NewTracker(reader, nil)
+	ctx, cancel := context.WithCancel(testenv.Context(t))
+	t.Cleanup(cancel)
+	go tracker.Run(ctx, 100*time.Millisecond)
+
+	var mu sync.Mutex
+	var stalled *kafka.Consumer // the client whose partitions were paused
+	stall := make(chan struct{})
+	r := e.startWith(e.store, 5*time.Second, func(cfg *consumer.Config) { cfg.Lag = tracker }, func(c *consumer.Consumer) {
+		consumer.SetStallTimes(c, time.Second, 100*time.Millisecond, 500*time.Millisecond)
+		consumer.SetOnPoll(c, func(kc *kafka.Consumer) {
+			select {
+			case <-stall:
+			default:
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if stalled != nil {
+				return
+			}
+			parts, err := kc.Assignment()
+			if err != nil || len(parts) == 0 {
+				return
+			}
+			if err := kc.Pause(parts); err != nil {
+				t.Errorf("pause: %v", err)
+				return
+			}
+			stalled = kc
+		})
+	})
+	var first []event.OrderPlaced
+	for i := range 10 {
+		first = append(first, orderEvent(sale, 0, "first-"+string(rune('a'+i))))
+	}
+	e.publishEvents(first...)
+	e.waitCommitted(10)
+	// Reading for longer than the stall's wait, with nothing waiting,
+	// replaces nothing.
+	time.Sleep(2 * time.Second)
+	if n := testutil.ToFloat64(r.metrics.ConsumerReplaced); n != 0 {
+		t.Fatalf("consumer replaced %v times with nothing left to read, want 0", n)
+	}
+
+	close(stall)
+	eventually(t, 10*time.Second, "the client paused", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return stalled != nil, "not yet"
+	})
+	var second []event.OrderPlaced
+	for i := range 10 {
+		second = append(second, orderEvent(sale, 0, "second-"+string(rune('a'+i))))
+	}
+	e.publishEvents(second...)
+	e.waitCommitted(20) // within 20 s: the new client's
+	if n := testutil.ToFloat64(r.metrics.ConsumerReplaced); n != 1 {
+		t.Fatalf("consumer replaced %v times, want 1", n)
+	}
+	for _, ev := range second {
+		if st, _ := e.status(ev.OrderID); st == "" {
+			t.Fatalf("order %s of the stalled partitions not persisted", ev.OrderID)
+		}
+	}
+}
