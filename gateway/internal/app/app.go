@@ -305,7 +305,8 @@ func (g *Gateway) ServeListeners(ctx context.Context, pub, adm net.Listener) err
 }
 
 // runAdmission advances every open queued sale's admission, refreshes the
-// bypass list and evicts idle rate-limit buckets, until ctx ends.
+// bypass list, evicts idle rate-limit buckets and gives the waiting rooms
+// their expiry, until ctx ends.
 func (g *Gateway) runAdmission(ctx context.Context) {
 	advance := time.NewTicker(g.cfg.QueueAdvance)
 	defer advance.Stop()
@@ -321,6 +322,7 @@ func (g *Gateway) runAdmission(ctx context.Context) {
 		case <-slow.C:
 			g.refreshBypass(ctx)
 			if sweeps++; sweeps%30 == 0 {
+				g.expireQueues(ctx)
 				for _, l := range []*ratelimit.Limiter{g.api.PurchaseLimits.User, g.api.PurchaseLimits.IP, g.api.QueueLimits.User, g.api.QueueLimits.IP} {
 					l.Sweep(time.Minute)
 				}
@@ -345,6 +347,28 @@ func (g *Gateway) advanceQueues(ctx context.Context) {
 			continue
 		}
 		g.api.SetQueueGauge(s.ID, admitted, rate)
+	}
+}
+
+// queueRetention is how long a queued sale's waiting room stays in Redis
+// after the sale ends (to look into a complaint about the queue).
+const queueRetention = 24 * time.Hour
+
+// expireQueues gives the waiting room of every queued sale in the catalog
+// its expiry, a day after the sale's end; the keys made since the last
+// call get it too.
+func (g *Gateway) expireQueues(ctx context.Context) {
+	now := time.Now()
+	for _, s := range g.catalog.Sales() {
+		if !s.Queue.Enabled || now.After(s.EndsAt.Add(queueRetention)) {
+			continue
+		}
+		c, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		err := g.queue.ExpireAt(c, s.ID, s.EndsAt.Add(queueRetention))
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			g.log.Warn("queue expiry not set", "sale", s.ID, "err", err)
+		}
 	}
 }
 

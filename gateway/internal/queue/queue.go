@@ -80,6 +80,26 @@ func (q *Queue) Join(ctx context.Context, saleID int64, opensAt time.Time, draw 
 	return got, nil
 }
 
+// keyNames are the keys of a sale's queue (the spent admission tokens
+// beside them are the stock scripts', which keep them a week).
+var keyNames = []string{"pre", "post", "users", "tix", "seen", "dead", "seq", "adm"}
+
+// ExpireAt makes every key of the sale's queue expire at at. A queue
+// serves nothing once its sale has ended; without an expiry its keys (a
+// few hundred bytes per shopper who joined) stayed in Redis for good.
+func (q *Queue) ExpireAt(ctx context.Context, saleID int64, at time.Time) error {
+	cmds := make(rueidis.Commands, 0, len(keyNames))
+	for _, name := range keyNames {
+		cmds = append(cmds, q.client.B().Pexpireat().Key(key(saleID, name)).MillisecondsTimestamp(at.UnixMilli()).Build())
+	}
+	for _, r := range q.client.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("queue expiry sale %d: %w", saleID, err)
+		}
+	}
+	return nil
+}
+
 // Status is where a ticket stands.
 type Status struct {
 	// Position in the queue, from 1; 0 while the early joiners are not drawn.

@@ -27,7 +27,7 @@ func newQueue(t *testing.T, grace time.Duration) (*Queue, int64) {
 	}
 	sale := 7_000_000_000 + time.Now().UnixNano()%1_000_000_000*10 + seq.Add(1)
 	t.Cleanup(func() {
-		for _, k := range []string{"pre", "post", "users", "tix", "seen", "dead", "seq", "adm", "used"} {
+		for _, k := range append(keyNames, "used") {
 			c.Do(context.Background(), c.B().Del().Key(key(sale, k)).Build())
 		}
 		c.Close()
@@ -352,5 +352,36 @@ func TestStatusOfASpentTicket(t *testing.T) {
 	}
 	if st, err := q.Status(ctx, sale, open, b); err != nil || st.Used || st.Position != 2 {
 		t.Fatalf("bob's ticket: %+v, %v; want unused, position 2", st, err)
+	}
+}
+
+// Every key of a sale's queue gets the expiry, the ones made by joins,
+// polls and admission alike.
+func TestExpireAt(t *testing.T) {
+	q, sale := newQueue(t, 200*time.Millisecond)
+	ctx := testenv.Context(t)
+	open := time.Now().Add(-time.Second)
+	a, _ := q.Join(ctx, sale, open, false, "alice")
+	q.Join(ctx, sale, time.Now().Add(time.Hour), true, "carol") // drawn before an opening: the pre-queue
+	time.Sleep(300 * time.Millisecond)                          // past the grace: admission gives these places up (the dead set)
+	q.Join(ctx, sale, open, false, "dave")                      // and admits dave's
+	if _, _, err := q.Advance(ctx, sale, open, 1000, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Status(ctx, sale, open, a); err != nil && !errors.Is(err, ErrTicketExpired) {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(time.Hour)
+	if err := q.ExpireAt(ctx, sale, at); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range keyNames {
+		ms, err := q.client.Do(ctx, q.client.B().Pttl().Key(key(sale, name)).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left := time.Duration(ms) * time.Millisecond; left < 59*time.Minute || left > time.Hour {
+			t.Errorf("key %s: expires in %v (PTTL %d), want about an hour", name, left, ms)
+		}
 	}
 }
