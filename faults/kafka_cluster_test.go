@@ -311,7 +311,7 @@ func TestKafkaBrokerCutOff(t *testing.T) {
 	inCut := within(leaderCut)
 	sl.checkOnly("leader cut off", inCut, outcome.Unavailable)
 	sl.checkUnavailable("leader cut off", inCut)
-	if bound := publishTimeout + 1500*time.Millisecond; sl.slowestTook(inCut) > bound {
+	if bound := outageBound(publishTimeout); sl.slowestTook(inCut) > bound {
 		t.Errorf("slowest purchase with the leader cut off took %v, want at most %v: %s", sl.slowestTook(inCut), bound, sl.slowest(inCut, 5))
 	}
 	if !leaderOK {

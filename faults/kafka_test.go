@@ -72,7 +72,7 @@ func TestBrokerStoppedMidSale(t *testing.T) {
 	for _, a := range sl.where(within(down)) {
 		slowest = max(slowest, a.took)
 	}
-	if bound := publishTimeout + 1500*time.Millisecond; slowest > bound {
+	if bound := outageBound(publishTimeout); slowest > bound {
 		t.Errorf("slowest answer during the outage took %v, want at most %v (publish timeout %v): %s", slowest, bound, publishTimeout, sl.slowest(within(down), 8))
 	}
 	phantom, err := d.unannounced(ctx, sl.id, accepted)

@@ -28,6 +28,18 @@ func askAgain(ctx context.Context, deadline time.Time, f func() error, transient
 	}
 }
 
+// outageBound is how long a purchase may wait for its answer while the
+// broker acknowledges nothing: the publish timeout (message.timeout.ms),
+// up to a second more for librdkafka to notice that the request in flight
+// timed out (it scans its requests in flight once a second,
+// rd_kafka_broker_serve), up to a second more to fail the message (queued
+// messages are scanned once a second too), and half a second for the
+// gateway's settlement on a loaded machine. 7b's slowest answers were
+// 2.86–2.89 s against a 1 s timeout once, where 1.8–2.0 s was usual.
+func outageBound(publishTimeout time.Duration) time.Duration {
+	return publishTimeout + 2500*time.Millisecond
+}
+
 // quiet keeps librdkafka's own logging out of the test output.
 func quiet(m kafka.ConfigMap) *kafka.ConfigMap {
 	m["log_level"] = 0

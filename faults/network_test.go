@@ -256,7 +256,7 @@ func TestBrokerNetworkFaults(t *testing.T) {
 	inCut := within(cut)
 	sl.checkOnly("purchases with the broker cut off", inCut, outcome.Unavailable)
 	sl.checkUnavailable("broker cut off", inCut)
-	if bound := publishTimeout + 1500*time.Millisecond; sl.slowestTook(inCut) > bound {
+	if bound := outageBound(publishTimeout); sl.slowestTook(inCut) > bound {
 		t.Errorf("slowest purchase with the broker cut off took %v, want at most %v: %s", sl.slowestTook(inCut), bound, sl.slowest(inCut, 5))
 	}
 	healedAfter, ok := sl.recovery(healed)
@@ -286,7 +286,7 @@ func TestBrokerNetworkFaults(t *testing.T) {
 	in := within(frozen)
 	sl.checkOnly("purchases with the broker frozen", in, outcome.Unavailable)
 	sl.checkUnavailable("broker frozen", in)
-	if bound := publishTimeout + 1500*time.Millisecond; sl.slowestTook(in) > bound {
+	if bound := outageBound(publishTimeout); sl.slowestTook(in) > bound {
 		t.Errorf("slowest purchase with the broker frozen took %v, want at most %v", sl.slowestTook(in), bound)
 	}
 	back, ok := sl.recovery(thawed)
