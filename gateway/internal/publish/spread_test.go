@@ -132,26 +132,14 @@ func TestSpreaderMostlyDown(t *testing.T) {
 // On the real broker: spreading, one item's orders reach every partition
 // of the topic; keyed by item, they all go to one.
 func TestPublishSpread(t *testing.T) {
-	testenv.Require(t, testenv.KafkaBrokers())
-	ctx, cancel := context.WithTimeout(testenv.Context(t), 2*time.Minute)
-	defer cancel()
-	ac, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": testenv.KafkaBrokers(), "log_level": 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ac.Close)
+	ctx, ac := brokerAdmin(t)
 	const partitions = 4
 	for _, tt := range []struct {
 		spread bool
 		want   int // partitions that got orders
 	}{{true, partitions}, {false, 1}} {
 		t.Run(fmt.Sprintf("spread=%v", tt.spread), func(t *testing.T) {
-			topic := fmt.Sprintf("test-publish-spread-%d", time.Now().UnixNano())
-			spec := kafkatopic.Spec{Topics: []string{topic}, Partitions: partitions, ReplicationFactor: 1, MinInsyncReplicas: 1, Retention: time.Hour}
-			if err := kafkatopic.Ensure(ctx, ac, spec, io.Discard); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = kafkatopic.Delete(context.Background(), ac, topic) })
+			topic := testTopic(t, ctx, ac, "test-publish-spread", partitions)
 			p, err := New(Config{Brokers: testenv.KafkaBrokers(), Topic: topic, Timeout: 10 * time.Second,
 				Linger: time.Millisecond, FailFastAfter: 5, FailFastFor: time.Second, Spread: tt.spread})
 			if err != nil {
@@ -204,6 +192,34 @@ func TestPublishSpread(t *testing.T) {
 			}
 		})
 	}
+}
+
+// brokerAdmin is an admin client of the local broker, and a context that
+// bounds the test (2 minutes); the test is skipped without a broker.
+func brokerAdmin(t *testing.T) (context.Context, *kafka.AdminClient) {
+	t.Helper()
+	testenv.Require(t, testenv.KafkaBrokers())
+	ctx, cancel := context.WithTimeout(testenv.Context(t), 2*time.Minute)
+	t.Cleanup(cancel)
+	ac, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": testenv.KafkaBrokers(), "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ac.Close)
+	return ctx, ac
+}
+
+// testTopic makes a topic of the given partitions, named from prefix, and
+// deletes it when the test is over.
+func testTopic(t *testing.T, ctx context.Context, ac *kafka.AdminClient, prefix string, partitions int) string {
+	t.Helper()
+	topic := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
+	spec := kafkatopic.Spec{Topics: []string{topic}, Partitions: partitions, ReplicationFactor: 1, MinInsyncReplicas: 1, Retention: time.Hour}
+	if err := kafkatopic.Ensure(ctx, ac, spec, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	kafkatopic.DeleteAtCleanup(t, testenv.KafkaBrokers(), topic)
+	return topic
 }
 
 // topicCounts is each partition's high watermark.

@@ -1,18 +1,13 @@
 package publish
 
 import (
-	"context"
-	"fmt"
-	"io"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"flashsale/tools/kafkatopic"
 	"flashsale/tools/testenv"
 )
 
@@ -39,20 +34,8 @@ func TestBreakersFailingSince(t *testing.T) {
 // meanwhile all succeed, the old client is closed, and Close still closes
 // Events. A cluster that does not answer gets no new client.
 func TestStuckClientIsReplaced(t *testing.T) {
-	testenv.Require(t, testenv.KafkaBrokers())
-	ctx, cancel := context.WithTimeout(testenv.Context(t), 2*time.Minute)
-	defer cancel()
-	ac, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": testenv.KafkaBrokers(), "log_level": 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ac.Close)
-	topic := fmt.Sprintf("test-publish-stuck-%d", time.Now().UnixNano())
-	spec := kafkatopic.Spec{Topics: []string{topic}, Partitions: 2, ReplicationFactor: 1, MinInsyncReplicas: 1, Retention: time.Hour}
-	if err := kafkatopic.Ensure(ctx, ac, spec, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	kafkatopic.DeleteAtCleanup(t, testenv.KafkaBrokers(), topic)
+	ctx, ac := brokerAdmin(t)
+	topic := testTopic(t, ctx, ac, "test-publish-stuck", 2)
 	p, err := New(Config{Brokers: testenv.KafkaBrokers(), Topic: topic, Timeout: 5 * time.Second,
 		Linger: time.Millisecond, FailFastAfter: 1, FailFastFor: time.Hour})
 	if err != nil {
