@@ -29,16 +29,18 @@ type breaker struct {
 	cooldown  time.Duration // how long it stays open before a trial
 	failures  atomic.Int64
 	openUntil atomic.Int64 // unix nanoseconds; 0: closed
-	openedAt  atomic.Int64 // unix nanoseconds: when it last opened while closed; 0: closed
+	openedAt  atomic.Int64 // unix nanoseconds: when it opened, about (see openFor); 0: closed
+	failedAt  atomic.Int64 // unix nanoseconds: the last delivery that failed
 	trial     atomic.Bool  // a trial delivery is in flight
 }
 
-// openFor opens the breaker until until, noting when it opened if it was
-// closed.
+// openFor opens the breaker until until, noting when it opened unless a
+// time is noted already. Not a lock: a success closing it at the same
+// moment may clear the time after this noted it, and the next opening
+// notes it again (the stuck check, its only reader, then waits longer).
 func (b *breaker) openFor(now time.Time, until int64) {
-	if b.openUntil.Swap(until) == 0 {
-		b.openedAt.Store(now.UnixNano())
-	}
+	b.openUntil.Store(until)
+	b.openedAt.CompareAndSwap(0, now.UnixNano())
 }
 
 // allow reports whether a delivery may be attempted at now, and whether it
@@ -71,6 +73,7 @@ func (b *breaker) success(trial bool) {
 // failure opens the breaker again only while it is open: when a late
 // acknowledgement closed it meanwhile, the trial counts as one failure.
 func (b *breaker) failure(now time.Time, trial bool) {
+	b.failedAt.Store(now.UnixNano())
 	n := b.failures.Add(1)
 	if b.threshold > 0 && (n >= b.threshold || trial && b.open()) {
 		b.openFor(now, now.Add(b.cooldown).UnixNano())
@@ -125,6 +128,9 @@ type breakers struct {
 	cooldown  time.Duration
 	unknown   *breaker     // byPart[unknownPartition]
 	tripped   atomic.Int64 // unix nanoseconds: the last trip's cooldown end, until an acknowledgement; 0: none
+	// replacedAt: unix nanoseconds of the client's last replacement (the
+	// stuck check's); failures before it were another client's.
+	replacedAt atomic.Int64
 
 	mu     sync.RWMutex
 	byPart map[int32]*breaker
@@ -243,13 +249,16 @@ func (bs *breakers) trip(now time.Time) {
 }
 
 // failingSince lists the partitions (not unknownPartition) whose breaker
-// has been open since cutoff or earlier.
-func (bs *breakers) failingSince(cutoff time.Time) []int32 {
+// has been open since opened or earlier and failed a delivery since
+// failed, on the current client (after its last replacement).
+func (bs *breakers) failingSince(opened, failed time.Time) []int32 {
+	since := max(failed.UnixNano(), bs.replacedAt.Load())
 	bs.mu.RLock()
 	defer bs.mu.RUnlock()
 	var out []int32
 	for part, b := range bs.byPart {
-		if at := b.openedAt.Load(); part != unknownPartition && at != 0 && at <= cutoff.UnixNano() {
+		at := b.openedAt.Load()
+		if part != unknownPartition && b.open() && at != 0 && at <= opened.UnixNano() && b.failedAt.Load() >= since {
 			out = append(out, part)
 		}
 	}

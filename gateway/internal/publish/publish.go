@@ -62,7 +62,11 @@ type Config struct {
 
 // Producer publishes to one topic.
 type Producer struct {
-	client   atomic.Pointer[kafka.Producer] // replaced by rebuild
+	client   atomic.Pointer[kafka.Producer] // replaced by replaceClient
+	// swap keeps Produce off a client being replaced: Produce holds it to
+	// read, replaceClient to write (librdkafka's Produce racing its Close
+	// crashes, and one after the final flush never gets its report).
+	swap sync.RWMutex
 	conf     kafka.ConfigMap                // every client's configuration
 	topic    string
 	inFlight atomic.Int64 // handed to librdkafka, delivery report not yet read
@@ -96,6 +100,17 @@ const (
 
 // New creates the producer. It does not wait for the broker.
 func New(cfg Config) (*Producer, error) {
+	p, err := newProducer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p.upkeep.Add(1)
+	go p.keepUp()
+	return p, nil
+}
+
+// newProducer is New without the upkeep goroutine (tests drive it).
+func newProducer(cfg Config) (*Producer, error) {
 	cm := kafka.ConfigMap{
 		"bootstrap.servers":                     cfg.Brokers,
 		"acks":                                  "all",
@@ -148,13 +163,12 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.Spread {
 		pr.spread = &spreader{stickFor: spreadStick}
 	}
-	pr.upkeep.Add(1)
-	go pr.keepUp()
 	return pr, nil
 }
 
 // newClient makes a librdkafka producer of p's configuration and forwards
-// its events to p.events until it is closed.
+// its events to p.events until it is closed; once Close has begun they
+// are dropped, so a producer nobody drains still closes.
 func (p *Producer) newClient() (*kafka.Producer, error) {
 	c, err := kafka.NewProducer(&p.conf)
 	if err != nil {
@@ -164,7 +178,10 @@ func (p *Producer) newClient() (*kafka.Producer, error) {
 	go func() {
 		defer p.clients.Done()
 		for ev := range c.Events() {
-			p.events <- ev
+			select {
+			case p.events <- ev:
+			case <-p.stop:
+			}
 		}
 	}()
 	return c, nil
@@ -279,7 +296,9 @@ func (p *Producer) publish(itemID int64, part int32, value []byte) (int32, error
 		var keyBuf [20]byte
 		msg.Key = strconv.AppendInt(keyBuf[:0], itemID, 10)
 	}
-	err := p.client.Load().Produce(msg, done)
+	p.swap.RLock()
+	err := p.client.Load().Produce(msg, done) // never blocks: a full queue is an error
+	p.swap.RUnlock()
 	if err != nil {
 		return kafka.PartitionAny, fmt.Errorf("%w: enqueue: %v", ErrNotPublished, err)
 	}

@@ -16,7 +16,10 @@ import (
 //
 // The check is cheap when nothing fails: it looks only at partitions whose
 // breaker has been open for after (several publish timeouts: many trials
-// failed), and asks the cluster about them, once a second. When the
+// failed) and that failed a delivery in that time, on the current client
+// (a partition nobody publishes to keeps its breaker open after an outage
+// without a trial, and says nothing about the client), and asks the
+// cluster about them, once a second. When the
 // cluster has served such a partition for the watch's grace (time for
 // trials to reach it and fail) and its breaker is still open, the fault is
 // the client's: a new client takes the next publishes, and the old one is
@@ -46,7 +49,7 @@ func (p *Producer) checkStuck(now time.Time) {
 		return
 	}
 	var served []int32
-	if suspects := p.breakers.failingSince(now.Add(-p.stuck.after)); len(suspects) > 0 {
+	if suspects := p.breakers.failingSince(now.Add(-p.stuck.after), now.Add(-p.stuck.after)); len(suspects) > 0 {
 		md, err := p.client.Load().GetMetadata(&p.topic, false, int(partitionsRetry/time.Millisecond))
 		if t, ok := topicOf(md, p.topic); err == nil && ok && t.Error.Code() == kafka.ErrNoError {
 			served = kafkastuck.Served(t, suspects)
@@ -66,7 +69,10 @@ func (p *Producer) replaceClient(partitions []int32) {
 		p.log.Error("kafka producer stuck, and no new one", "partitions", partitions, "err", err)
 		return
 	}
+	p.swap.Lock()
 	old := p.client.Swap(c)
+	p.swap.Unlock()
+	p.breakers.replacedAt.Store(p.now().UnixNano())
 	p.metrics.replaced.Inc()
 	p.log.Warn("replaced the kafka producer: the cluster serves partitions it has failed every delivery to (confluentinc/librdkafka#5430)",
 		"partitions", partitions, "failing_for_at_least", p.stuck.after)

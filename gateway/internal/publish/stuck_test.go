@@ -6,13 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"flashsale/tools/testenv"
 )
 
-// failingSince names the partitions open since the cutoff, not the
-// deliveries that named none, and forgets a partition once it closes.
+// failingSince names the partitions open since the cutoff that failed a
+// delivery lately, on the current client; not the deliveries that named
+// no partition, not a partition nobody tried since an outage opened it,
+// and not one that closed.
 func TestBreakersFailingSince(t *testing.T) {
 	bs := newBreakers(1, time.Second)
 	t0 := time.Unix(1000, 0)
@@ -20,12 +23,25 @@ func TestBreakersFailingSince(t *testing.T) {
 	bs.forPartition(unknownPartition).failure(t0, false)
 	bs.forPartition(4).failure(t0.Add(time.Second), false)
 	bs.forPartition(3).failure(t0.Add(2*time.Second), false) // still open: its opening stays t0
-	if got := bs.failingSince(t0); !slices.Equal(got, []int32{3}) {
-		t.Fatalf("failingSince(t0) = %v, want [3]", got)
+	bs.forPartition(5)
+	bs.trip(t0) // an outage opens 5 too; nothing is published to it
+	if got := bs.failingSince(t0, t0); !slices.Equal(got, []int32{3}) {
+		t.Fatalf("failingSince(t0, t0) = %v, want [3]", got)
+	}
+	if got := bs.failingSince(t0.Add(time.Second), t0.Add(1500*time.Millisecond)); !slices.Equal(got, []int32{3}) {
+		t.Fatalf("opened by t0+1s, failed since t0+1.5s: %v, want [3] (4 last failed at t0+1s)", got)
+	}
+	bs.replacedAt.Store(t0.Add(3 * time.Second).UnixNano())
+	if got := bs.failingSince(t0.Add(time.Second), t0); len(got) != 0 {
+		t.Fatalf("after a replacement at t0+3s: %v, want none (their failures were the old client's)", got)
+	}
+	bs.forPartition(3).failure(t0.Add(4*time.Second), false)
+	if got := bs.failingSince(t0.Add(time.Second), t0); !slices.Equal(got, []int32{3}) {
+		t.Fatalf("3 failed again on the new client: %v, want [3]", got)
 	}
 	bs.forPartition(3).success(false)
-	if got := bs.failingSince(t0.Add(time.Second)); !slices.Equal(got, []int32{4}) {
-		t.Fatalf("after 3 closed: %v, want [4]", got)
+	if got := bs.failingSince(t0.Add(5*time.Second), t0); len(got) != 0 {
+		t.Fatalf("after 3 closed: %v, want none", got)
 	}
 }
 
@@ -36,7 +52,8 @@ func TestBreakersFailingSince(t *testing.T) {
 func TestStuckClientIsReplaced(t *testing.T) {
 	ctx, ac := brokerAdmin(t)
 	topic := testTopic(t, ctx, ac, "test-publish-stuck", 2)
-	p, err := New(Config{Brokers: testenv.KafkaBrokers(), Topic: topic, Timeout: 5 * time.Second,
+	// newProducer: no upkeep goroutine, the test calls checkStuck itself.
+	p, err := newProducer(Config{Brokers: testenv.KafkaBrokers(), Topic: topic, Timeout: 5 * time.Second,
 		Linger: time.Millisecond, FailFastAfter: 1, FailFastFor: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -78,11 +95,21 @@ func TestStuckClientIsReplaced(t *testing.T) {
 		})
 	}
 
-	// Partition 1's breaker opened long ago (as after deliveries that all
-	// timed out); the cluster serves it.
+	// Partition 0's breaker opened long ago in an outage, and nothing was
+	// published to it since: not a sign of a stuck client.
 	first := p.client.Load()
 	t0 := time.Now()
+	p.breakers.forPartition(0)
+	p.breakers.trip(t0.Add(-time.Hour))
+	p.checkStuck(t0)
+	p.checkStuck(t0.Add(p.stuck.watch.Grace))
+	if p.client.Load() != first {
+		t.Fatal("replaced for a partition whose breaker an outage opened and nobody tried since")
+	}
+	// Partition 1's breaker opened long ago, and its deliveries kept
+	// failing (the trials of a stuck client); the cluster serves it.
 	p.breakers.forPartition(1).failure(t0.Add(-time.Hour), false)
+	p.breakers.forPartition(1).failure(t0.Add(-time.Second), false)
 	p.checkStuck(t0)
 	if p.client.Load() != first {
 		t.Fatal("replaced at the first sight of a served partition, want a grace period")
@@ -94,12 +121,14 @@ func TestStuckClientIsReplaced(t *testing.T) {
 	if n := testutil.ToFloat64(p.metrics.replaced); n != 1 {
 		t.Fatalf("publish_client_replaced_total = %v, want 1", n)
 	}
-	// The new client delivers to partition 1.
+	// The new client delivers to partition 1; the old one is closed once
+	// its deliveries have their reports.
 	if _, err := p.publish(2, 1, []byte(`{}`)); err != nil {
 		t.Fatalf("delivery to partition 1 by the new client: %v", err)
 	}
+	eventually(t, 15*time.Second, "the replaced client closed", first.IsClosed)
 	// Within the every period no second replacement.
-	p.breakers.forPartition(0).failure(t0.Add(-time.Hour), false)
+	p.breakers.forPartition(0).failure(t0.Add(p.stuck.watch.Grace), false)
 	p.checkStuck(t0.Add(2 * p.stuck.watch.Grace))
 	p.checkStuck(t0.Add(3 * p.stuck.watch.Grace))
 	if n := testutil.ToFloat64(p.metrics.replaced); n != 1 {
@@ -124,22 +153,108 @@ func TestStuckClientIsReplaced(t *testing.T) {
 // A partition failing while the cluster does not answer (every broker
 // gone) is an outage, not a stuck client.
 func TestUnreachableClusterKeepsTheClient(t *testing.T) {
-	p, err := New(Config{Brokers: blackHole(t), Topic: "flash-sale-orders", Timeout: 200 * time.Millisecond,
+	p, err := newProducer(Config{Brokers: blackHole(t), Topic: "flash-sale-orders", Timeout: 200 * time.Millisecond,
 		FailFastAfter: 1, FailFastFor: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close(time.Second) })
-	go func() {
-		for range p.Events() {
-		}
-	}()
 	first := p.client.Load()
 	t0 := time.Now()
 	p.breakers.forPartition(0).failure(t0.Add(-time.Hour), false)
+	p.breakers.forPartition(0).failure(t0.Add(-time.Second), false)
 	p.checkStuck(t0)
 	p.checkStuck(t0.Add(p.stuck.watch.Grace))
 	if p.client.Load() != first {
 		t.Fatal("client replaced while the cluster did not answer")
+	}
+}
+
+// eventually polls cond until it holds or within passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+	}
+}
+
+// A producer whose events nobody reads still closes (its forwarders drop
+// what they hold once Close began).
+func TestCloseWithEventsUndrained(t *testing.T) {
+	// Nothing listens there: librdkafka reports the refused connections as
+	// events at once.
+	p, err := New(Config{Brokers: "127.0.0.1:1", Topic: "flash-sale-orders", Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(p.events) < cap(p.events) {
+		p.events <- kafka.NewError(kafka.ErrAllBrokersDown, "test", false)
+	}
+	time.Sleep(time.Second) // a forwarder now holds one more
+	closed := make(chan struct{})
+	go func() { p.Close(time.Second); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hung with Events full and undrained")
+	}
+}
+
+// Publishes running while the client is replaced again and again all get
+// their acknowledgement: none reaches a client being closed (librdkafka's
+// Produce racing its Close crashed the process, and one after its final
+// flush never got a report).
+func TestPublishesDuringReplacements(t *testing.T) {
+	ctx, ac := brokerAdmin(t)
+	topic := testTopic(t, ctx, ac, "test-publish-replaced", 1)
+	p, err := newProducer(Config{Brokers: testenv.KafkaBrokers(), Topic: topic, Timeout: 5 * time.Second, Linger: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range p.Events() {
+		}
+	}()
+	if _, err := p.publish(1, 0, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	published := 0
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := p.publish(1, 0, []byte(`{}`)); err != nil {
+					t.Errorf("publish during the replacements: %v", err)
+					return
+				}
+				mu.Lock()
+				published++
+				mu.Unlock()
+			}
+		})
+	}
+	for range 10 {
+		time.Sleep(50 * time.Millisecond)
+		p.replaceClient([]int32{0})
+	}
+	close(stop)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("publishes still waiting 20s after the last replacement")
+	}
+	if left := p.Close(5 * time.Second); left != 0 || published == 0 {
+		t.Fatalf("%d published; Close left %d waiting", published, left)
 	}
 }

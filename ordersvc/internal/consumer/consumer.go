@@ -351,6 +351,7 @@ func (c *Consumer) pollInto(b *polled) error {
 	case *kafka.Message:
 		if e.TopicPartition.Error != nil {
 			c.log.Warn("consume error", "err", e.TopicPartition.Error)
+			c.stall.read(e.TopicPartition.Partition, time.Unix(0, c.lastPoll.Load())) // not silent: not stuck
 			return nil
 		}
 		b.add(e, c.cfg.BatchWait)

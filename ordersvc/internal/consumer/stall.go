@@ -17,9 +17,10 @@ import (
 // messages, its client never fetched them again.
 //
 // Run looks every `every`, between batches: a partition it holds that
-// gave no message for `after` while the group's lag on it is above zero
-// (Config.Lag: the service's periodic lag reading, so an idle stack sends
-// the brokers nothing more) is a suspect; once the cluster has served a
+// gave no message (nor error) for `after` while the group's lag on it is
+// above zero (Config.Lag: the service's periodic lag reading, so an idle
+// stack sends the brokers nothing more) and the client's own position is
+// short of the end that reading saw is a suspect; once the cluster has served a
 // suspect for the watch's grace, the client is the fault, and a new one
 // joins the group in its place (the old one leaves first, committing what
 // was persisted). A partition the cluster does not serve is an outage:
@@ -70,10 +71,10 @@ func (c *Consumer) checkStall(now time.Time) []int32 {
 	if !s.watch.Due(now) {
 		return nil
 	}
-	lagging := c.lagging(now)
+	ends := c.ends(now)
 	var suspects []int32
 	for part, at := range s.progress {
-		if now.Sub(at) >= s.after && lagging[part] {
+		if end, ok := ends[part]; ok && now.Sub(at) >= s.after && c.behind(part, end) {
 			suspects = append(suspects, part)
 		}
 	}
@@ -89,23 +90,41 @@ func (c *Consumer) checkStall(now time.Time) []int32 {
 	return s.watch.Stuck(now, served)
 }
 
-// lagging is the partitions whose lag the last reading, if recent and
-// good, puts above zero.
-func (c *Consumer) lagging(now time.Time) map[int32]bool {
+// partitionEnd is where a partition ended, and the group's committed
+// offset there, at the last lag reading.
+type partitionEnd struct{ end, committed int64 }
+
+// ends is the last lag reading's partitions with a lag above zero, if the
+// reading is good and recent (taken within after+every; a lag interval
+// longer than that turns the check off).
+func (c *Consumer) ends(now time.Time) map[int32]partitionEnd {
 	if c.cfg.Lag == nil {
 		return nil
 	}
 	rd := c.cfg.Lag.Last()
-	if rd.Err != nil || rd.At.IsZero() || now.Sub(rd.At) > 3*c.stall.every {
+	if rd.Err != nil || rd.At.IsZero() || now.Sub(rd.At) > c.stall.after+c.stall.every {
 		return nil
 	}
-	out := map[int32]bool{}
+	out := map[int32]partitionEnd{}
 	for _, p := range rd.Lag.Partitions {
 		if p.Lag > 0 {
-			out[p.Partition] = true
+			out[p.Partition] = partitionEnd{end: p.End, committed: p.Committed}
 		}
 	}
 	return out
+}
+
+// behind reports whether the client's own position in part (what it has
+// read, whether or not the group committed it: a commit that fails while
+// the client reads on is not a stuck client) is short of the end the
+// reading saw; with no position yet, the committed offset counts.
+func (c *Consumer) behind(part int32, e partitionEnd) bool {
+	pos := e.committed
+	got, err := c.consumer.Position([]kafka.TopicPartition{{Topic: &c.cfg.Topic, Partition: part}})
+	if err == nil && len(got) == 1 && got[0].Offset >= 0 {
+		pos = int64(got[0].Offset)
+	}
+	return pos < e.end
 }
 
 // replaceClient closes the current client (its callback retired: the
@@ -120,6 +139,8 @@ func (c *Consumer) replaceClient(stuck []int32, retired *atomic.Bool, flush func
 	c.log.Warn("replacing the kafka consumer: partitions the cluster serves have messages it stopped reading (confluentinc/librdkafka#5430)",
 		"partitions", stuck, "no_message_for_at_least", c.stall.after)
 	retired.Store(true)
+	c.processing.Store(true) // Ready: busy, not stalled, while the old client leaves
+	defer c.processing.Store(false)
 	old, oldLogs := c.consumer, c.logsDone
 	closed := make(chan error, 1)
 	go func() { closed <- old.Close() }()
