@@ -62,12 +62,12 @@ type Config struct {
 
 // Producer publishes to one topic.
 type Producer struct {
-	client   atomic.Pointer[kafka.Producer] // replaced by replaceClient
+	client atomic.Pointer[kafka.Producer] // replaced by replaceClient
 	// swap keeps Produce off a client being replaced: Produce holds it to
 	// read, replaceClient to write (librdkafka's Produce racing its Close
 	// crashes, and one after the final flush never gets its report).
-	swap sync.RWMutex
-	conf     kafka.ConfigMap                // every client's configuration
+	swap     sync.RWMutex
+	conf     kafka.ConfigMap // every client's configuration
 	topic    string
 	inFlight atomic.Int64 // handed to librdkafka, delivery report not yet read
 	breakers *breakers
