@@ -1,7 +1,9 @@
 -- queue_status.lua: where a ticket stands; polling also keeps it alive.
 -- KEYS: 1 pre, 2 post, 3 tix, 4 seen, 5 dead, 6 adm (hash: admitted, rate),
 -- 7 used (the admission token ids spent on a purchase, see reserve.lua)
--- ARGV[1] ticket, ARGV[2] opening time (ms)
+-- ARGV[1] ticket, ARGV[2] opening time (ms), ARGV[3] the asking user ("":
+-- anyone; a ticket asked about by another user is unknown to them, and
+-- their poll does not keep its place alive)
 -- Returns {code, position, admitted, size, user}:
 --   code 1 = queued (position 0 while the pre-queue is not drawn yet),
 --   code 2 = queued, and its admission already bought a unit,
@@ -9,7 +11,7 @@
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local user = redis.call('HGET', KEYS[3], ARGV[1])
-if not user then
+if not user or (ARGV[3] ~= '' and ARGV[3] ~= user) then
   return {-1, 0, 0, 0, ''}
 end
 if redis.call('SISMEMBER', KEYS[5], ARGV[1]) == 1 then

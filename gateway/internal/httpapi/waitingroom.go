@@ -122,7 +122,7 @@ func (a *API) queueStatus(ctx *fasthttp.RequestCtx) {
 }
 
 func (a *API) writeQueueStatus(ctx *fasthttp.RequestCtx, c context.Context, s *catalog.Sale, user, ticket string) {
-	st, err := a.Queue.Status(c, s.ID, s.StartsAt, ticket)
+	st, err := a.Queue.Status(c, s.ID, s.StartsAt, ticket, user)
 	switch {
 	case errors.Is(err, queue.ErrUnknownTicket):
 		errNotFound.Write(ctx)

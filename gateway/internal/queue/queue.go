@@ -120,11 +120,13 @@ type Status struct {
 // IsAdmitted reports whether the place has been reached.
 func (s Status) IsAdmitted() bool { return s.Position > 0 && s.Position <= s.Admitted }
 
-// Status reads a ticket's place and keeps it alive.
-func (q *Queue) Status(ctx context.Context, saleID int64, opensAt time.Time, ticket string) (Status, error) {
+// Status reads a ticket's place and keeps it alive. A ticket of another
+// user than userID is unknown (ErrUnknownTicket), and that poll keeps
+// nothing alive; userID "" asks as anyone (tools, tests).
+func (q *Queue) Status(ctx context.Context, saleID int64, opensAt time.Time, ticket, userID string) (Status, error) {
 	v, err := q.status.Exec(ctx, q.client,
 		[]string{key(saleID, "pre"), key(saleID, "post"), key(saleID, "tix"), key(saleID, "seen"), key(saleID, "dead"), key(saleID, "adm"), stock.SpentTokensKey(saleID)},
-		[]string{ticket, strconv.FormatInt(opensAt.UnixMilli(), 10)}).ToArray()
+		[]string{ticket, strconv.FormatInt(opensAt.UnixMilli(), 10), userID}).ToArray()
 	if err != nil {
 		return Status{}, fmt.Errorf("queue status sale %d: %w", saleID, err)
 	}

@@ -48,11 +48,11 @@ func TestJoinIsIdempotentPerUser(t *testing.T) {
 	if a != again || a == b {
 		t.Fatalf("tickets alice=%s again=%s bob=%s: want alice's twice and bob's distinct", a, again, b)
 	}
-	st, err := q.Status(ctx, sale, open, b)
+	st, err := q.Status(ctx, sale, open, b, "")
 	if err != nil || st.Position != 2 || st.UserID != "bob" || st.Size != 2 {
 		t.Fatalf("bob's status = %+v, %v; want position 2 of 2", st, err)
 	}
-	if _, err := q.Status(ctx, sale, open, "nope"); !errors.Is(err, ErrUnknownTicket) {
+	if _, err := q.Status(ctx, sale, open, "nope", ""); !errors.Is(err, ErrUnknownTicket) {
 		t.Fatalf("unknown ticket: %v", err)
 	}
 }
@@ -89,7 +89,7 @@ func TestConcurrentJoinsFromTwoGatewaysAreDense(t *testing.T) {
 	wg.Wait()
 	seen := map[int64]bool{}
 	for _, tk := range tickets {
-		st, err := q1.Status(ctx, sale, open, tk)
+		st, err := q1.Status(ctx, sale, open, tk, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,13 +114,13 @@ func TestPreQueueDrawThenFIFO(t *testing.T) {
 		}
 		tickets = append(tickets, tk)
 	}
-	if st, _ := q.Status(ctx, sale, open, tickets[0]); st.Position != 0 {
+	if st, _ := q.Status(ctx, sale, open, tickets[0], ""); st.Position != 0 {
 		t.Fatalf("position before the draw = %d, want 0 (not drawn yet)", st.Position)
 	}
 	time.Sleep(time.Until(open) + 50*time.Millisecond)
 	var positions []int64
 	for _, tk := range tickets {
-		st, err := q.Status(ctx, sale, open, tk)
+		st, err := q.Status(ctx, sale, open, tk, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,8 +138,8 @@ func TestPreQueueDrawThenFIFO(t *testing.T) {
 	}
 	late, _ := q.Join(ctx, sale, open, true, "late-1")
 	later, _ := q.Join(ctx, sale, open, true, "late-2")
-	s1, _ := q.Status(ctx, sale, open, late)
-	s2, _ := q.Status(ctx, sale, open, later)
+	s1, _ := q.Status(ctx, sale, open, late, "")
+	s2, _ := q.Status(ctx, sale, open, later, "")
 	if s1.Position != early+1 || s2.Position != early+2 {
 		t.Fatalf("late joiners at %d and %d, want %d and %d (FIFO after the draw)", s1.Position, s2.Position, early+1, early+2)
 	}
@@ -197,7 +197,7 @@ func TestAbandonedPlaceIsSkipped(t *testing.T) {
 	gone, _ := q.Join(ctx, sale, open, false, "gone")
 	live, _ := q.Join(ctx, sale, open, false, "live")
 	time.Sleep(250 * time.Millisecond)
-	if _, err := q.Status(ctx, sale, open, live); err != nil { // live polls, gone does not
+	if _, err := q.Status(ctx, sale, open, live, ""); err != nil { // live polls, gone does not
 		t.Fatal(err)
 	}
 	if err := q.SetRate(ctx, sale, 1); err != nil {
@@ -206,7 +206,7 @@ func TestAbandonedPlaceIsSkipped(t *testing.T) {
 	var admitted int64
 	for range 30 { // up to ~1.5 s for one unit of budget at 1/s
 		admitted, _, _ = q.Advance(ctx, sale, open, 1, false)
-		st, err := q.Status(ctx, sale, open, live)
+		st, err := q.Status(ctx, sale, open, live, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,18 +215,18 @@ func TestAbandonedPlaceIsSkipped(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	st, _ := q.Status(ctx, sale, open, live)
+	st, _ := q.Status(ctx, sale, open, live, "")
 	if !st.IsAdmitted() || admitted != 2 {
 		t.Fatalf("live shopper %+v, admitted %d: want live admitted after gone was skipped", st, admitted)
 	}
-	if _, err := q.Status(ctx, sale, open, gone); !errors.Is(err, ErrTicketExpired) {
+	if _, err := q.Status(ctx, sale, open, gone, ""); !errors.Is(err, ErrTicketExpired) {
 		t.Fatalf("abandoned ticket: %v, want ErrTicketExpired", err)
 	}
 	again, _ := q.Join(ctx, sale, open, false, "gone")
 	if again == gone {
 		t.Fatal("rejoining returned the lost ticket")
 	}
-	if st, _ := q.Status(ctx, sale, open, again); st.Position != 3 {
+	if st, _ := q.Status(ctx, sale, open, again, ""); st.Position != 3 {
 		t.Fatalf("rejoined at position %d, want 3 (the end)", st.Position)
 	}
 }
@@ -320,7 +320,7 @@ func TestSize(t *testing.T) {
 	if _, _, err := q.Advance(ctx, sale, open, 1000, false); err != nil { // skipping costs no budget
 		t.Fatal(err)
 	}
-	if _, err := q.Status(ctx, sale, open, gone); !errors.Is(err, ErrTicketExpired) {
+	if _, err := q.Status(ctx, sale, open, gone, ""); !errors.Is(err, ErrTicketExpired) {
 		t.Fatalf("abandoned ticket: %v, want ErrTicketExpired", err)
 	}
 	size("the abandoned place skipped", Length{Waiting: 0, Joined: 9, Admitted: 9})
@@ -347,10 +347,10 @@ func TestStatusOfASpentTicket(t *testing.T) {
 	if err := q.client.Do(ctx, q.client.B().Sadd().Key(stock.SpentTokensKey(sale)).Member(a).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := q.Status(ctx, sale, open, a); err != nil || !st.Used || st.Position != 1 || st.UserID != "alice" {
+	if st, err := q.Status(ctx, sale, open, a, ""); err != nil || !st.Used || st.Position != 1 || st.UserID != "alice" {
 		t.Fatalf("alice's spent ticket: %+v, %v; want used, position 1", st, err)
 	}
-	if st, err := q.Status(ctx, sale, open, b); err != nil || st.Used || st.Position != 2 {
+	if st, err := q.Status(ctx, sale, open, b, ""); err != nil || st.Used || st.Position != 2 {
 		t.Fatalf("bob's ticket: %+v, %v; want unused, position 2", st, err)
 	}
 }
@@ -368,7 +368,7 @@ func TestExpireAt(t *testing.T) {
 	if _, _, err := q.Advance(ctx, sale, open, 1000, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Status(ctx, sale, open, a); err != nil && !errors.Is(err, ErrTicketExpired) {
+	if _, err := q.Status(ctx, sale, open, a, ""); err != nil && !errors.Is(err, ErrTicketExpired) {
 		t.Fatal(err)
 	}
 	at := time.Now().Add(time.Hour)
@@ -383,5 +383,37 @@ func TestExpireAt(t *testing.T) {
 		if left := time.Duration(ms) * time.Millisecond; left < 59*time.Minute || left > time.Hour {
 			t.Errorf("key %s: expires in %v (PTTL %d), want about an hour", name, left, ms)
 		}
+	}
+}
+
+// A ticket polled by another user is unknown to them, and their poll does
+// not keep its place alive (a ticket id is a secret, but its holder alone
+// should decide whether her place lives).
+func TestStatusOfAnotherUsersTicket(t *testing.T) {
+	q, sale := newQueue(t, time.Minute)
+	ctx := testenv.Context(t)
+	open := time.Now().Add(-time.Second)
+	a, err := q.Join(ctx, sale, open, false, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := func() float64 {
+		t.Helper()
+		v, err := q.client.Do(ctx, q.client.B().Zscore().Key(key(sale, "seen")).Member(a).Build()).AsFloat64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := seen()
+	time.Sleep(5 * time.Millisecond)
+	if _, err := q.Status(ctx, sale, open, a, "mallory"); !errors.Is(err, ErrUnknownTicket) {
+		t.Fatalf("mallory polls alice's ticket: %v, want ErrUnknownTicket", err)
+	}
+	if after := seen(); after != before {
+		t.Fatalf("mallory's poll kept alice's place alive: last seen %v -> %v", before, after)
+	}
+	if st, err := q.Status(ctx, sale, open, a, "alice"); err != nil || st.UserID != "alice" || seen() == before {
+		t.Fatalf("alice polls her ticket: %+v, %v, last seen moved: %v", st, err, seen() != before)
 	}
 }
