@@ -37,18 +37,23 @@ func Served(t kafka.TopicMetadata, parts []int32) []int32 {
 // Watch decides when failing partitions are the client's fault: when the
 // cluster has served them for Grace (time for the client to use them, had
 // it been able to) while they kept failing, and no replacement happened
-// in the last Every. Not safe for concurrent use.
+// in the last Every. A replacement that did not help (another one is due
+// within twice the wait) doubles the wait, up to 16 Every: something else
+// is wrong (a client cut off from one broker that the others report in
+// sync), and a new client every Every would only cost connections, or for a
+// consumer a rebalance of the group each time. Not safe for concurrent use.
 type Watch struct {
 	Grace    time.Duration
 	Every    time.Duration
-	last     time.Time // the last replacement
+	last     time.Time     // the last replacement
+	wait     time.Duration // after it; Every until replacements repeat
 	servedAt map[int32]time.Time
 }
 
-// Due reports whether a replacement may happen at now (Every has passed
+// Due reports whether a replacement may happen at now (the wait has passed
 // since the last one); when it may not, a caller skips its checks.
 func (w *Watch) Due(now time.Time) bool {
-	return w.last.IsZero() || now.Sub(w.last) >= w.Every
+	return w.last.IsZero() || now.Sub(w.last) >= w.wait
 }
 
 // Stuck takes the failing partitions the cluster serves now (served; nil
@@ -73,6 +78,11 @@ func (w *Watch) Stuck(now time.Time, served []int32) []int32 {
 		}
 	}
 	if len(out) > 0 {
+		if !w.last.IsZero() && now.Sub(w.last) < 2*w.wait {
+			w.wait = min(2*w.wait, 16*w.Every)
+		} else {
+			w.wait = w.Every
+		}
 		w.last = now
 		clear(w.servedAt)
 	}

@@ -33,6 +33,37 @@ func TestWatch(t *testing.T) {
 	step(w.Grace+w.Every, []int32{2}, nil) // the replacement forgot what it saw
 }
 
+// Replacements that do not help come at a doubling wait, up to 16 Every;
+// one long after the last starts over at Every.
+func TestWatchBacksOff(t *testing.T) {
+	w := Watch{Grace: time.Second, Every: 30 * time.Second}
+	now := time.Unix(1000, 0)
+	replace := func() time.Duration {
+		t.Helper()
+		for !w.Due(now) {
+			now = now.Add(time.Second)
+		}
+		w.Stuck(now, []int32{0})
+		now = now.Add(w.Grace)
+		if got := w.Stuck(now, []int32{0}); len(got) != 1 {
+			t.Fatalf("not replaced at %v", now)
+		}
+		return w.wait
+	}
+	var waits []time.Duration
+	for range 7 {
+		waits = append(waits, replace())
+	}
+	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 8 * time.Minute, 8 * time.Minute}
+	if !slices.Equal(waits, want) {
+		t.Fatalf("waits %v, want %v", waits, want)
+	}
+	now = now.Add(time.Hour)
+	if got := replace(); got != 30*time.Second {
+		t.Fatalf("wait after an hour of quiet: %v, want 30s", got)
+	}
+}
+
 // Served means a leader and every replica in sync, with no error.
 func TestServed(t *testing.T) {
 	md := kafka.TopicMetadata{Partitions: []kafka.PartitionMetadata{
