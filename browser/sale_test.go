@@ -335,3 +335,62 @@ func TestSalePageAndDashboard(t *testing.T) {
 	}
 	screenshot(t, b, "dashboard-ordersvc-down.png")
 }
+
+// A shopper whose admission bought a unit, and whose order then ended
+// (she cancelled it), comes back to the queued sale: the waiting room says
+// her admission is used, and the page stops there (it looped between
+// ADMITTED and a refused purchase before).
+func TestSpentAdmissionEndsTheQueue(t *testing.T) {
+	b := openBrowser(t)
+	st := harness.Start(t, harness.Options{})
+	ctx := testenv.Context(t)
+	saleID, itemID := queuedSale(t, st, "Second chance", time.Second)
+	tok := shopperToken(t, t.Name()+"-alice")
+	page := fmt.Sprintf("%s/sale/?sale=%d", st.GatewayURL, saleID)
+	wait := func(timeout time.Duration, expr string) {
+		t.Helper()
+		if err := b.Wait(ctx, timeout, expr, pageState); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buy := fmt.Sprintf("#item-%d button.buy", itemID)
+	if err := b.Navigate(ctx, page+"#token="+tok); err != nil {
+		t.Fatal(err)
+	}
+	wait(10*time.Second, `!document.getElementById("join").disabled`)
+	if err := b.Click(ctx, "#join"); err != nil {
+		t.Fatal(err)
+	}
+	wait(15*time.Second, `document.getElementById("queue-state").textContent === "ADMITTED"`)
+	wait(5*time.Second, `!document.querySelector("`+buy+`").disabled`)
+	if err := b.Click(ctx, buy); err != nil {
+		t.Fatal(err)
+	}
+	wait(10*time.Second, `document.getElementById("order-status").textContent === "PENDING"`)
+
+	// She cancels her order (the API: the page has no cancel button), and
+	// the unit is back on sale.
+	code, body, _, err := harness.Do(ctx, "GET", fmt.Sprintf("%s/api/flash-sales/%d/order", st.GatewayURL, saleID), tok, nil)
+	var order struct {
+		OrderID string `json:"orderId"`
+	}
+	if err != nil || code != http.StatusOK || json.Unmarshal(body, &order) != nil || order.OrderID == "" {
+		t.Fatalf("her order: %d %s %v", code, body, err)
+	}
+	code, body, _, err = harness.Do(ctx, "POST", fmt.Sprintf("%s/api/flash-sales/orders/%s/cancel", st.GatewayURL, order.OrderID), tok, nil)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("cancel: %d %s %v", code, body, err)
+	}
+
+	// Back on the page, she joins again: her ticket's admission is used.
+	if err := b.Navigate(ctx, page+"&again=1#token="+tok); err != nil {
+		t.Fatal(err)
+	}
+	wait(10*time.Second, `!document.getElementById("join").disabled`)
+	if err := b.Click(ctx, "#join"); err != nil {
+		t.Fatal(err)
+	}
+	wait(10*time.Second, `document.getElementById("queue-state").textContent === "USED" && /admission was used/.test(document.getElementById("status").textContent)`)
+	wait(time.Second, `document.querySelector("`+buy+`").disabled && document.getElementById("join").disabled`)
+	screenshot(t, b, "sale-admission-used.png")
+}
