@@ -76,12 +76,7 @@ func TestSalePageRecoversALostAnswer(t *testing.T) {
 	saleID, itemID := openSaleNow(t, st, "Lamp drop")
 	tok := shopperToken(t, t.Name()+"-alice")
 	page := fmt.Sprintf("%s/sale/?sale=%d", st.GatewayURL, saleID)
-	wait := func(timeout time.Duration, expr string) {
-		t.Helper()
-		if err := b.Wait(ctx, timeout, expr, pageState); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wait := waiter(t, b)
 	buy := fmt.Sprintf(`document.querySelector("#item-%d button.buy")`, itemID)
 
 	if err := b.Navigate(ctx, page+"#token="+tok); err != nil {

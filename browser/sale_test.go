@@ -101,6 +101,19 @@ func queuedSale(t *testing.T, st *harness.Stack, name string, in time.Duration) 
 	}
 }
 
+// waiter returns wait: it waits up to timeout for the page's JavaScript
+// expression expr to hold, and fails the test with what the page shows
+// if it does not.
+func waiter(t *testing.T, b *Browser) (wait func(timeout time.Duration, expr string)) {
+	ctx := testenv.Context(t)
+	return func(timeout time.Duration, expr string) {
+		t.Helper()
+		if err := b.Wait(ctx, timeout, expr, pageState); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func shopperToken(t *testing.T, user string) string {
 	tok, err := auth.MintHS256(harness.JWTKey, user, "flashsale", "", time.Hour, time.Now())
 	if err != nil {
@@ -178,12 +191,7 @@ func TestSalePageAndDashboard(t *testing.T) {
 	ctx := testenv.Context(t)
 	saleID, itemID := queuedSale(t, st, "Midnight sneaker drop", 4*time.Second)
 	page := fmt.Sprintf("%s/sale/?sale=%d", st.GatewayURL, saleID)
-	wait := func(timeout time.Duration, expr string) {
-		t.Helper()
-		if err := b.Wait(ctx, timeout, expr, pageState); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wait := waiter(t, b)
 	buy := fmt.Sprintf(`document.querySelector("#item-%d button.buy")`, itemID)
 
 	// Before the opening: a countdown from the server's clock, Buy disabled.
@@ -347,12 +355,7 @@ func TestSpentAdmissionEndsTheQueue(t *testing.T) {
 	saleID, itemID := queuedSale(t, st, "Second chance", time.Second)
 	tok := shopperToken(t, t.Name()+"-alice")
 	page := fmt.Sprintf("%s/sale/?sale=%d", st.GatewayURL, saleID)
-	wait := func(timeout time.Duration, expr string) {
-		t.Helper()
-		if err := b.Wait(ctx, timeout, expr, pageState); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wait := waiter(t, b)
 	buy := fmt.Sprintf("#item-%d button.buy", itemID)
 	if err := b.Navigate(ctx, page+"#token="+tok); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package publish
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,29 +72,7 @@ func TestStuckClientIsReplaced(t *testing.T) {
 
 	// Publishes keep running meanwhile, on partition 0 (past the breakers:
 	// partition 1's is about to be opened by hand).
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var published, failed int
-	var mu sync.Mutex
-	for w := range 4 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				_, err := p.publish(int64(100+w), 0, []byte(`{}`))
-				mu.Lock()
-				if err != nil {
-					failed++
-					t.Errorf("publish during the replacement: %v", err)
-				}
-				published++
-				mu.Unlock()
-			}
-		})
-	}
+	stopPublishing := publishing(t, p, 4)
 
 	// Partition 0's breaker opened long ago in an outage, and nothing was
 	// published to it since: not a sign of a stuck client.
@@ -135,10 +114,8 @@ func TestStuckClientIsReplaced(t *testing.T) {
 		t.Fatalf("publish_client_replaced_total = %v within %v of the last, want 1", n, p.stuck.watch.Every)
 	}
 	time.Sleep(100 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	if published == 0 || failed > 0 {
-		t.Fatalf("%d published during the replacement, %d failed", published, failed)
+	if n := stopPublishing(); n == 0 {
+		t.Fatal("nothing published during the replacement")
 	}
 	if left := p.Close(5 * time.Second); left != 0 {
 		t.Fatalf("Close left %d publishes waiting", left)
@@ -220,41 +197,51 @@ func TestPublishesDuringReplacements(t *testing.T) {
 	if _, err := p.publish(1, 0, []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	published := 0
-	for range 8 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := p.publish(1, 0, []byte(`{}`)); err != nil {
-					t.Errorf("publish during the replacements: %v", err)
-					return
-				}
-				mu.Lock()
-				published++
-				mu.Unlock()
-			}
-		})
-	}
+	stopPublishing := publishing(t, p, 8)
 	for range 10 {
 		time.Sleep(50 * time.Millisecond)
 		p.replaceClient([]int32{0})
 	}
-	close(stop)
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("publishes still waiting 20s after the last replacement")
-	}
+	published := stopPublishing()
 	if left := p.Close(5 * time.Second); left != 0 || published == 0 {
 		t.Fatalf("%d published; Close left %d waiting", published, left)
+	}
+}
+
+// publishing runs n goroutines that publish to partition 0 of p until the
+// function it returns is called; that waits for them (20 s at most) and
+// returns how many were acknowledged. A failed publish fails the test.
+func publishing(t *testing.T, p *Producer, n int) (stop func() int) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var published atomic.Int64
+	for w := range n {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, err := p.publish(int64(100+w), 0, []byte(`{}`)); err != nil {
+					t.Errorf("publish: %v", err)
+					return
+				}
+				published.Add(1)
+			}
+		})
+	}
+	return func() int {
+		t.Helper()
+		close(done)
+		waited := make(chan struct{})
+		go func() { wg.Wait(); close(waited) }()
+		select {
+		case <-waited:
+		case <-time.After(20 * time.Second):
+			t.Fatal("publishes still waiting 20s after they were stopped")
+		}
+		return int(published.Load())
 	}
 }
