@@ -337,7 +337,9 @@ func (p *Producer) Close(timeout time.Duration) int {
 		c.Flush(int(timeout / time.Millisecond))
 	}
 	left := int(p.inFlight.Load())
+	p.swap.Lock() // a straggling Produce then meets a closed client: an error, not a crash
 	closeClient(c, left > 0)
+	p.swap.Unlock()
 	p.clients.Wait() // a retired client's drain, and every forwarder
 	close(p.events)
 	return left
