@@ -1,12 +1,10 @@
 -- queue_status.lua: where a ticket stands; polling also keeps it alive.
--- KEYS: 1 pre, 2 post, 3 tix, 4 seen, 5 dead, 6 adm (hash: admitted, rate),
--- 7 used (the admission token ids spent on a purchase, see reserve.lua)
+-- KEYS: 1 pre, 2 post, 3 tix, 4 seen, 5 dead, 6 adm (hash: admitted, rate)
 -- ARGV[1] ticket, ARGV[2] opening time (ms), ARGV[3] the asking user ("":
 -- anyone; a ticket asked about by another user is unknown to them, and
 -- their poll does not keep its place alive)
 -- Returns {code, position, admitted, size, user}:
 --   code 1 = queued (position 0 while the pre-queue is not drawn yet),
---   code 2 = queued, and its admission already bought a unit,
 --   code -1 = unknown ticket, code -2 = the ticket lost its place.
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
@@ -33,8 +31,4 @@ else
     pos = npre + r + 1
   end
 end
-local code = 1
-if redis.call('SISMEMBER', KEYS[7], ARGV[1]) == 1 then
-  code = 2
-end
-return {code, pos, admitted, size, user}
+return {1, pos, admitted, size, user}

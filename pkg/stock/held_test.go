@@ -107,3 +107,45 @@ func TestHeldBySharded(t *testing.T) {
 		}
 	}
 }
+
+// Whether an admission was spent, and whether its shopper holds a unit,
+// is read where the reserve script wrote them: in her shard's slot on a
+// sharded sale.
+func TestAdmissionSpent(t *testing.T) {
+	for _, shards := range []int{1, 3} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			c, _, sale := newSale(t)
+			t.Cleanup(func() { _, _ = testenv.DeleteKeys(context.Background(), c, fmt.Sprintf("{fs:%d*", sale)) })
+			st := stock.New(c, stock.WithShards(func(int64) (int, error) { return shards, nil }))
+			ctx := testenv.Context(t)
+			if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 30}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			check := func(what, user, token string, wantSpent, wantHolding bool) {
+				t.Helper()
+				spent, holding, err := st.AdmissionSpent(ctx, sale, user, token)
+				if err != nil || spent != wantSpent || holding != wantHolding {
+					t.Fatalf("%s: spent %v holding %v (%v), want %v %v", what, spent, holding, err, wantSpent, wantHolding)
+				}
+			}
+			for i, u := range []string{"ann", "ben", "cat", "dan"} {
+				tok := "tok-" + u
+				check(u+" admitted", u, tok, false, false)
+				if _, err := st.ReserveAdmitted(ctx, sale, 1, u, fmt.Sprintf("o%d", i), tok); err != nil {
+					t.Fatal(err)
+				}
+				check(u+" buying", u, tok, true, true)
+			}
+			// ann's order ends: spent, holding nothing. ben's purchase fails
+			// before its order exists: his token comes back.
+			if ok, err := st.Release(ctx, sale, 1, "ann", "o0"); !ok || err != nil {
+				t.Fatalf("release: %v %v", ok, err)
+			}
+			check("ann after her order ended", "ann", "tok-ann", true, false)
+			if ok, err := st.GiveBack(ctx, sale, 1, "ben", "o1", "tok-ben"); !ok || err != nil {
+				t.Fatalf("give back: %v %v", ok, err)
+			}
+			check("ben after the give-back", "ben", "tok-ben", false, false)
+		})
+	}
+}

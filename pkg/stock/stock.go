@@ -416,6 +416,29 @@ func (s *Store) HeldBy(ctx context.Context, saleID int64, userID string) (h Held
 	return h, true, loaded, nil
 }
 
+// AdmissionSpent reads whether the admission token tokenID has been spent
+// by a purchase of userID's in the sale, and whether she holds a unit
+// now (a purchase in progress or an active order: its token may still be
+// given back if the purchase fails). One round trip: the spent set and her
+// holder entry live in her shard's slot (reserve.lua writes both there).
+func (s *Store) AdmissionSpent(ctx context.Context, saleID int64, userID, tokenID string) (spent, holding bool, err error) {
+	l, err := s.layout(saleID)
+	if err != nil {
+		return false, false, err
+	}
+	tag := l.tag(l.shardOf(userID))
+	res := s.client.DoMulti(ctx,
+		s.client.B().Sismember().Key(tokensOf(tag)).Member(tokenID).Build(),
+		s.client.B().Hexists().Key(holdersOf(tag)).Field(userID).Build())
+	if spent, err = res[0].AsBool(); err != nil {
+		return false, false, fmt.Errorf("read spent admissions of sale %d: %w", saleID, err)
+	}
+	if holding, err = res[1].AsBool(); err != nil {
+		return false, false, fmt.Errorf("read holder of sale %d: %w", saleID, err)
+	}
+	return spent, holding, nil
+}
+
 // ItemsOf reads the items of the given holders' reservations (user -> order
 // id, as Holders returns them): user -> item id, for the holders whose
 // reservation noted its item under that same order.

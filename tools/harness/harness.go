@@ -167,6 +167,11 @@ func Start(t testing.TB, o Options) *Stack {
 	}
 	s.addSpecs(dir)
 	s.createTopics(kafkaBrokers)
+	// The processes' logs go to the test's temporary directory. Asking for
+	// it now registers its removal before Stop, so it runs after Stop
+	// (cleanups run last in, first out) and a dump Stop asks for lands in a
+	// log that still exists.
+	t.TempDir()
 	t.Cleanup(s.Stop)
 	// The first order service migrates the schema before anyone reads it.
 	for _, n := range append(s.OrdersvcNames(), s.GatewayNames()...) {
@@ -303,7 +308,7 @@ func (s *Stack) startProc(name string) {
 		s.t.Fatal(err)
 	}
 	cmd := exec.Command(spec.bin, spec.args...)
-	cmd.Env = append([]string{"GOTRACEBACK=all"}, os.Environ()...) // see dumpAndKill
+	cmd.Env = os.Environ()
 	for _, layer := range []map[string]string{s.Env, spec.env, s.procEnv[name]} {
 		for k, v := range layer {
 			cmd.Env = append(cmd.Env, k+"="+v)
@@ -414,8 +419,9 @@ func (s *Stack) Stop() {
 		select {
 		case <-p.done:
 		case <-time.After(30 * time.Second):
+			last := s.Log(name) // its last lines, before the dump follows them
 			s.dumpAndKill(p)
-			s.t.Errorf("%s did not stop within 30s of SIGTERM (its goroutines are in %s):\n%s", name, p.log, s.Log(name))
+			s.t.Errorf("%s did not stop within 30s of SIGTERM (its goroutines are in %s):\n%s", name, p.log, last)
 		}
 		if code := p.cmd.ProcessState.ExitCode(); code != 0 && !s.t.Failed() {
 			s.t.Errorf("%s exited with %d:\n%s", name, code, s.Log(name))

@@ -28,10 +28,12 @@ func (s *Stack) Terminate(name string, timeout time.Duration) (int, time.Duratio
 }
 
 // dumpAndKill ends a process that would not stop: SIGQUIT first, so the Go
-// runtime writes every goroutine's stack to its log (GOTRACEBACK=all is
-// set at start), then SIGKILL if that did not end it within 5 s.
+// runtime writes every goroutine's stack to its log (it does for SIGQUIT
+// whatever GOTRACEBACK says), with SIGCONT in case a test stopped it, then
+// SIGKILL if that did not end it within 5 s.
 func (s *Stack) dumpAndKill(p *proc) {
 	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	select {
 	case <-p.done:
 	case <-time.After(5 * time.Second):

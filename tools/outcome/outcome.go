@@ -66,7 +66,8 @@ func Classify(r *vegeta.Result) (Kind, string) {
 		return AlreadyPurchased, ""
 	case r.Code == 429 && b.Error == "RATE_LIMITED":
 		return RateLimited, ""
-	case r.Code == 403 && b.Error == "NOT_ADMITTED":
+	case r.Code == 403 && (b.Error == "NOT_ADMITTED" || b.Error == "ADMISSION_USED"):
+		// A spent admission is a refused admission to the crowd's tally.
 		return NotAdmitted, ""
 	case r.Code == 404:
 		return NotFound, ""

@@ -24,6 +24,7 @@ func TestClassify(t *testing.T) {
 		{"already purchased", vegeta.Result{Code: 409, Body: []byte(`{"error":"ALREADY_PURCHASED"}`)}, AlreadyPurchased, ""},
 		{"rate limited", vegeta.Result{Code: 429, Body: []byte(`{"error":"RATE_LIMITED"}`)}, RateLimited, ""},
 		{"not admitted", vegeta.Result{Code: 403, Body: []byte(`{"error":"NOT_ADMITTED"}`)}, NotAdmitted, ""},
+		{"admission used", vegeta.Result{Code: 403, Body: []byte(`{"error":"ADMISSION_USED"}`)}, NotAdmitted, ""},
 		{"unavailable", vegeta.Result{Code: 503, Body: []byte(`{"error":"UNAVAILABLE"}`)}, Unavailable, ""},
 		{"transport error", vegeta.Result{Error: "connection refused"}, Errors, ""},
 		{"410 with an HTML body is an error", vegeta.Result{Code: 410, Body: []byte(`<html>`)}, Errors, ""},

@@ -105,6 +105,12 @@ func TestQueuedSaleNeedsAdmission(t *testing.T) {
 	if left := h.left(h.items[0]); left != 8 {
 		t.Fatalf("stock left %d, want 8 (two purchases, every refusal and the replay free)", left)
 	}
+	// While she holds her unit, her ticket reads USED and asks for another
+	// poll (a purchase that fails gives the admission back).
+	code, q := h.queue("GET", fmt.Sprintf("/api/flash-sales/%d/queue/%s", h.saleID, alice.Ticket), "alice", nil)
+	if code != 200 || q.State != "USED" || q.AdmissionToken != "" || q.PollAfterMs <= 0 {
+		t.Fatalf("alice polls her ticket while holding her unit: %d %+v, want USED, no token, a poll", code, q)
+	}
 	// Her order ends (cancelled or expired) and its unit comes back: the
 	// spent token still cannot buy again.
 	held, err := h.stock.Holders(context.Background(), h.saleID)
@@ -120,9 +126,9 @@ func TestQueuedSaleNeedsAdmission(t *testing.T) {
 	// The waiting room says so too, polled or joined again, and hands out
 	// no new token (which the purchase would refuse: a page looping between
 	// ADMITTED and 403 before).
-	code, q := h.queue("GET", fmt.Sprintf("/api/flash-sales/%d/queue/%s", h.saleID, alice.Ticket), "alice", nil)
-	if code != 200 || q.State != "USED" || q.AdmissionToken != "" || q.PurchasePath != "" {
-		t.Fatalf("alice polls her spent ticket: %d %+v, want state USED without a token", code, q)
+	code, q = h.queue("GET", fmt.Sprintf("/api/flash-sales/%d/queue/%s", h.saleID, alice.Ticket), "alice", nil)
+	if code != 200 || q.State != "USED" || q.AdmissionToken != "" || q.PurchasePath != "" || q.PollAfterMs != 0 {
+		t.Fatalf("alice polls her spent ticket: %d %+v, want state USED without a token, nothing more to poll for", code, q)
 	}
 	code, q = h.queue("POST", fmt.Sprintf("/api/flash-sales/%d/queue", h.saleID), "alice", nil)
 	if code != 200 || q.Ticket != alice.Ticket || q.State != "USED" || q.AdmissionToken != "" {

@@ -176,6 +176,7 @@ func (g *Gateway) buildAPI(ctx context.Context, verifier *auth.Verifier) error {
 		Catalog:         g.catalog,
 		Buyer:           buyer,
 		Holding:         finder,
+		Stock:           g.stock,
 		Verifier:        verifier,
 		Orders:          &fasthttp.HostClient{Addr: cfg.OrdersvcAddr, MaxConns: 512, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second},
 		Log:             g.log,
@@ -288,6 +289,7 @@ func (g *Gateway) ServeListeners(ctx context.Context, pub, adm net.Listener) err
 	eg.Go(func() error { return g.admin.Serve(adm) })
 	eg.Go(func() error { return g.watcher.Run(ctx, g.cfg.CatalogRefresh, g.cfg.StockPoll) })
 	eg.Go(func() error { g.runAdmission(ctx); return nil })
+	eg.Go(func() error { g.expireQueues(ctx); return nil })
 	eg.Go(func() error { g.api.Buyer.RunRetries(ctx); return nil })
 	eg.Go(func() error { g.api.Buyer.RunSettles(ctx); return nil })
 	eg.Go(func() error { g.dash.Run(ctx); return nil })
@@ -305,8 +307,7 @@ func (g *Gateway) ServeListeners(ctx context.Context, pub, adm net.Listener) err
 }
 
 // runAdmission advances every open queued sale's admission, refreshes the
-// bypass list, evicts idle rate-limit buckets and gives the waiting rooms
-// their expiry, until ctx ends.
+// bypass list and evicts idle rate-limit buckets, until ctx ends.
 func (g *Gateway) runAdmission(ctx context.Context) {
 	advance := time.NewTicker(g.cfg.QueueAdvance)
 	defer advance.Stop()
@@ -322,7 +323,6 @@ func (g *Gateway) runAdmission(ctx context.Context) {
 		case <-slow.C:
 			g.refreshBypass(ctx)
 			if sweeps++; sweeps%30 == 0 {
-				g.expireQueues(ctx)
 				for _, l := range []*ratelimit.Limiter{g.api.PurchaseLimits.User, g.api.PurchaseLimits.IP, g.api.QueueLimits.User, g.api.QueueLimits.IP} {
 					l.Sweep(time.Minute)
 				}
@@ -354,20 +354,36 @@ func (g *Gateway) advanceQueues(ctx context.Context) {
 // after the sale ends (to look into a complaint about the queue).
 const queueRetention = 24 * time.Hour
 
-// expireQueues gives the waiting room of every queued sale in the catalog
-// its expiry, a day after the sale's end; the keys made since the last
-// call get it too.
+// expireQueues gives the waiting room of every sale in the catalog that
+// has one or had one (a queue an operator turned off keeps its keys) its
+// expiry, a day after the sale's end, every 30 s until ctx ends: the keys
+// made since the last round get it too, and a changed end moves it. One
+// pipeline a round, on its own goroutine: admission rounds never wait for
+// it.
 func (g *Gateway) expireQueues(ctx context.Context) {
-	now := time.Now()
-	for _, s := range g.catalog.Sales() {
-		if !s.Queue.Enabled || now.After(s.EndsAt.Add(queueRetention)) {
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		at := map[int64]time.Time{}
+		for _, s := range g.catalog.Sales() {
+			if end := s.EndsAt.Add(queueRetention); now.Before(end) {
+				at[s.ID] = end
+			}
+		}
+		if len(at) == 0 {
 			continue
 		}
 		c, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-		err := g.queue.ExpireAt(c, s.ID, s.EndsAt.Add(queueRetention))
+		err := g.queue.Expire(c, at)
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			g.log.Warn("queue expiry not set", "sale", s.ID, "err", err)
+			g.log.Warn("waiting rooms' expiry not set; tried again in 30 s", "err", err)
 		}
 	}
 }

@@ -50,6 +50,9 @@ type API struct {
 	// Holding finds a shopper's active order in a sale (GET
 	// /api/flash-sales/{saleId}/order); nil answers that call 503.
 	Holding *holding.Finder
+	// Stock tells the waiting room whether an admitted ticket's admission
+	// was spent (state USED); nil: never.
+	Stock   *stock.Store
 	Log     *slog.Logger
 	Metrics *Metrics
 	// Ready reports whether dependencies answer; nil means always.

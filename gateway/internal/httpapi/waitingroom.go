@@ -145,17 +145,30 @@ func (a *API) writeQueueStatus(ctx *fasthttp.RequestCtx, c context.Context, s *c
 	now := a.Now()
 	v := queueView{Ticket: ticket, AdmittedUpTo: st.Admitted, QueueSize: st.Size}
 	rate := a.admissionRate(s)
+	admitted := st.IsAdmitted() && s.IsOpen(now)
+	var used, holding bool
+	if admitted && a.Stock != nil {
+		if used, holding, err = a.Stock.AdmissionSpent(c, s.ID, user, ticket); err != nil {
+			errUnavailable.Write(ctx)
+			return
+		}
+	}
 	switch {
-	case st.Used:
-		// Her admission bought a unit: no new token (the purchase would
-		// refuse it), and nothing to poll for.
-		v.State = "USED"
-		v.Position = &st.Position
-		v.PollAfterMs = 0
 	case st.Position == 0:
 		v.State = "DRAWING"
 		v.PollAfterMs = clampPoll(s.StartsAt.Sub(now)/4, a.Queue.Grace())
-	case st.IsAdmitted() && s.IsOpen(now):
+	case admitted && used:
+		// Her admission bought a unit: no new token, which the purchase
+		// would refuse. While she holds a unit (her purchase in progress,
+		// or an active order) the page asks again, since a purchase that
+		// fails gives the admission back; once that order ended, never (an
+		// admission buys once; the unit went back to those still queued).
+		v.State = "USED"
+		v.Position = &st.Position
+		if holding {
+			v.PollAfterMs = usedPoll.Milliseconds()
+		}
+	case admitted:
 		v.State = "ADMITTED"
 		v.Position = &st.Position
 		zero := int64(0)
@@ -179,6 +192,11 @@ func (a *API) writeQueueStatus(ctx *fasthttp.RequestCtx, c context.Context, s *c
 	}
 	writeJSON(ctx, fasthttp.StatusOK, v)
 }
+
+// usedPoll is how often a page whose admission is used, and whose shopper
+// still holds a unit, asks again: her purchase may yet fail and give the
+// admission back.
+const usedPoll = 5 * time.Second
 
 // clampPoll keeps polls between 1 s and a third of the grace period, so a
 // shopper who follows the advice never loses the place.

@@ -17,7 +17,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"flashsale/pkg/lua"
-	"flashsale/pkg/stock"
 )
 
 // Outcomes of Status.
@@ -84,18 +83,25 @@ func (q *Queue) Join(ctx context.Context, saleID int64, opensAt time.Time, draw 
 // beside them are the stock scripts', which keep them a week).
 var keyNames = []string{"pre", "post", "users", "tix", "seen", "dead", "seq", "adm"}
 
-// ExpireAt makes every key of the sale's queue expire at at. A queue
-// serves nothing once its sale has ended; without an expiry its keys (a
-// few hundred bytes per shopper who joined) stayed in Redis for good.
-func (q *Queue) ExpireAt(ctx context.Context, saleID int64, at time.Time) error {
-	cmds := make(rueidis.Commands, 0, len(keyNames))
-	for _, name := range keyNames {
-		cmds = append(cmds, q.client.B().Pexpireat().Key(key(saleID, name)).MillisecondsTimestamp(at.UnixMilli()).Build())
+// Expire makes every key of each sale's queue expire at its time (sale
+// id -> time), in one pipeline (rueidis sends it to each node at once). A
+// queue serves nothing once its sale has ended; without an expiry its keys
+// (a few hundred bytes per shopper who joined) stayed in Redis for good.
+func (q *Queue) Expire(ctx context.Context, at map[int64]time.Time) error {
+	cmds := make(rueidis.Commands, 0, len(at)*len(keyNames))
+	for saleID, t := range at {
+		for _, name := range keyNames {
+			cmds = append(cmds, q.client.B().Pexpireat().Key(key(saleID, name)).MillisecondsTimestamp(t.UnixMilli()).Build())
+		}
 	}
+	var errs []error
 	for _, r := range q.client.DoMulti(ctx, cmds...) {
 		if err := r.Error(); err != nil {
-			return fmt.Errorf("queue expiry sale %d: %w", saleID, err)
+			errs = append(errs, err)
 		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("queue expiry of %d sales: %d of %d commands failed: %w", len(at), len(errs), len(cmds), errs[0])
 	}
 	return nil
 }
@@ -110,11 +116,6 @@ type Status struct {
 	Size int64
 	// UserID holds the ticket.
 	UserID string
-	// Used: the ticket's admission already bought a unit. An admission
-	// buys once (reserve.lua spends it); a shopper whose order was later
-	// cancelled or expired does not buy again on it, and her unit went
-	// back to the shoppers still queued.
-	Used bool
 }
 
 // IsAdmitted reports whether the place has been reached.
@@ -125,7 +126,7 @@ func (s Status) IsAdmitted() bool { return s.Position > 0 && s.Position <= s.Adm
 // nothing alive; userID "" asks as anyone (tools, tests).
 func (q *Queue) Status(ctx context.Context, saleID int64, opensAt time.Time, ticket, userID string) (Status, error) {
 	v, err := q.status.Exec(ctx, q.client,
-		[]string{key(saleID, "pre"), key(saleID, "post"), key(saleID, "tix"), key(saleID, "seen"), key(saleID, "dead"), key(saleID, "adm"), stock.SpentTokensKey(saleID)},
+		[]string{key(saleID, "pre"), key(saleID, "post"), key(saleID, "tix"), key(saleID, "seen"), key(saleID, "dead"), key(saleID, "adm")},
 		[]string{ticket, strconv.FormatInt(opensAt.UnixMilli(), 10), userID}).ToArray()
 	if err != nil {
 		return Status{}, fmt.Errorf("queue status sale %d: %w", saleID, err)
@@ -144,8 +145,6 @@ func (q *Queue) Status(ctx context.Context, saleID int64, opensAt time.Time, tic
 		return st, ErrUnknownTicket
 	case -2:
 		return st, ErrTicketExpired
-	case 2:
-		st.Used = true
 	}
 	return st, nil
 }

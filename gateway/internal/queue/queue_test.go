@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"flashsale/pkg/stock"
 	"flashsale/tools/testenv"
 )
 
@@ -27,7 +26,7 @@ func newQueue(t *testing.T, grace time.Duration) (*Queue, int64) {
 	}
 	sale := 7_000_000_000 + time.Now().UnixNano()%1_000_000_000*10 + seq.Add(1)
 	t.Cleanup(func() {
-		for _, k := range append(keyNames, "used") {
+		for _, k := range keyNames {
 			c.Do(context.Background(), c.B().Del().Key(key(sale, k)).Build())
 		}
 		c.Close()
@@ -333,28 +332,6 @@ func TestSize(t *testing.T) {
 	size("the holder rejoined", Length{Waiting: 1, Joined: 10, Admitted: 9})
 }
 
-// A ticket whose admission bought a unit (reserve.lua put its id in the
-// sale's spent set) reads as used, keeping its place.
-func TestStatusOfASpentTicket(t *testing.T) {
-	q, sale := newQueue(t, time.Minute)
-	ctx := testenv.Context(t)
-	open := time.Now().Add(-time.Second)
-	a, err := q.Join(ctx, sale, open, false, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := q.Join(ctx, sale, open, false, "bob")
-	if err := q.client.Do(ctx, q.client.B().Sadd().Key(stock.SpentTokensKey(sale)).Member(a).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := q.Status(ctx, sale, open, a, ""); err != nil || !st.Used || st.Position != 1 || st.UserID != "alice" {
-		t.Fatalf("alice's spent ticket: %+v, %v; want used, position 1", st, err)
-	}
-	if st, err := q.Status(ctx, sale, open, b, ""); err != nil || st.Used || st.Position != 2 {
-		t.Fatalf("bob's ticket: %+v, %v; want unused, position 2", st, err)
-	}
-}
-
 // Every key of a sale's queue gets the expiry, the ones made by joins,
 // polls and admission alike.
 func TestExpireAt(t *testing.T) {
@@ -372,7 +349,7 @@ func TestExpireAt(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Now().Add(time.Hour)
-	if err := q.ExpireAt(ctx, sale, at); err != nil {
+	if err := q.Expire(ctx, map[int64]time.Time{sale: at}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range keyNames {

@@ -30,6 +30,7 @@ type waitingRoom struct {
 	joined   atomic.Int64
 	polls    atomic.Int64
 	lost     atomic.Int64 // tickets that lost their place or errored
+	used     atomic.Int64 // tickets whose admission had already bought (state USED)
 }
 
 type admittedShopper struct {
@@ -114,6 +115,12 @@ func (w *waitingRoom) poll(ctx context.Context, workers int, deadline time.Time,
 				case err != nil:
 					w.lost.Add(1)
 					inQueue.Add(-1)
+				case st.State == "USED":
+					// A shopper of this crowd already bought with this
+					// ticket (a crowd reused against the same sale): an
+					// admission buys once, so she leaves the queue.
+					w.used.Add(1)
+					inQueue.Add(-1)
 				case st.State == "ADMITTED":
 					inQueue.Add(-1)
 					select {
@@ -153,5 +160,5 @@ func (w *waitingRoom) targeter(baseURL string, items []int64) vegeta.Targeter {
 }
 
 func (w *waitingRoom) summary(out io.Writer) {
-	fmt.Fprintf(out, "queue: %d joined, %d polls, %d lost their place or failed\n", w.joined.Load(), w.polls.Load(), w.lost.Load())
+	fmt.Fprintf(out, "queue: %d joined, %d polls, %d lost their place or failed, %d had bought already\n", w.joined.Load(), w.polls.Load(), w.lost.Load(), w.used.Load())
 }

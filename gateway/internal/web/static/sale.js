@@ -196,11 +196,16 @@ function onQueue(q) {
   st.queue = q;
   st.ticket = q.ticket || st.ticket;
   if (q.state === "ADMITTED" && q.admissionToken) {
+    if (st.final === "ADMISSION_USED") st.final = null; // her purchase failed: the admission came back
     st.admission = q.admissionToken;
     st.purchasePath = q.purchasePath;
     showStatus("You are in! Buy now.", "good");
-  } else if (q.state === "USED") { // her admission bought a unit: nothing left to wait for
+  } else if (q.state === "USED") { // her admission bought a unit
     admissionUsed();
+    // While she holds it (the purchase may still fail and give the
+    // admission back) the server asks for another poll; once her order
+    // ended, none.
+    if (q.pollAfterMs > 0) st.queueTimer = setTimeout(pollQueue, q.pollAfterMs);
   } else {
     st.queueTimer = setTimeout(pollQueue, Math.max(500, q.pollAfterMs || 2000));
   }
@@ -291,8 +296,10 @@ async function recoverOrder(delay, attempt) {
 // cancelled or expired (its unit went back to the shoppers still queued).
 function admissionUsed() {
   st.final = "ADMISSION_USED"; st.admission = ""; st.purchasePath = "";
-  showStatus("Your admission was used for a purchase; an admission buys once.", "error");
-  if (!st.order) { orderLooked = false; sessionStorage.setItem(triedKey, "1"); findOrder(); }
+  if (!st.order) {
+    showStatus("Your admission was used for a purchase; an admission buys once.", "error");
+    orderLooked = false; sessionStorage.setItem(triedKey, "1"); findOrder();
+  }
 }
 
 // findOrder asks once, when the page opens again on a sale this tab
@@ -446,6 +453,7 @@ function render() {
       let info;
       if (q.state === "DRAWING") info = "You are in the draw: your place is decided at the opening (" + q.queueSize + " in the queue).";
       else if (q.state === "ADMITTED") info = "Admitted — place " + q.position + ". Buy before your admission expires.";
+      else if (q.state === "USED") info = "Admitted — place " + q.position + ". Your admission was used for a purchase.";
       else info = "Place " + q.position + " of " + q.queueSize + ", admitted up to " + q.admittedUpTo +
         (q.etaSeconds != null ? " — about " + hms(q.etaSeconds * 1000) + " to wait" : "");
       $("queue-info").textContent = info;
