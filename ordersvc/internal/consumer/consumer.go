@@ -263,7 +263,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 				return err
 			}
 		}
-		if now := time.Now(); len(b.msgs) == 0 && c.stall.due(now) {
+		if len(b.msgs) > 0 {
+			continue // a batch is open: the stall check waits for it
+		}
+		if now := time.Now(); c.stall.due(now) {
 			if stuck := c.checkStall(now); len(stuck) > 0 {
 				if retired, err = c.replaceClient(stuck, retired, flush, &revokeErr); err != nil {
 					return err
@@ -355,7 +358,6 @@ func (c *Consumer) pollInto(b *polled) error {
 			return nil
 		}
 		b.add(e, c.cfg.BatchWait)
-		c.stall.read(e.TopicPartition.Partition, time.Unix(0, c.lastPoll.Load()))
 	case kafka.Error:
 		if e.IsFatal() {
 			return fmt.Errorf("kafka consumer: %w", e)
@@ -726,8 +728,10 @@ func (c *Consumer) commit(msgs []*kafka.Message) {
 		}
 	}
 	offsets := make([]kafka.TopicPartition, 0, len(last))
+	now := time.Now()
 	for k, o := range last {
 		offsets = append(offsets, kafka.TopicPartition{Topic: &k.topic, Partition: k.partition, Offset: o + 1})
+		c.stall.read(k.partition, now) // the partition is read: not stalled
 	}
 	if _, err := c.consumer.StoreOffsets(offsets); err != nil {
 		// The batch is persisted; an offset not stored only means a

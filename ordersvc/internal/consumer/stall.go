@@ -17,7 +17,7 @@ import (
 // messages, its client never fetched them again.
 //
 // Run looks every `every`, between batches: a partition it holds that
-// gave no message (nor error) for `after` while the group's lag on it is
+// gave no message (nor error) to a finished batch for `after` while the group's lag on it is
 // above zero (Config.Lag: the service's periodic lag reading, so an idle
 // stack sends the brokers nothing more) and the client's own position is
 // short of the end that reading saw is a suspect; once the cluster has served a
@@ -32,7 +32,7 @@ type stallCheck struct {
 	after    time.Duration
 	every    time.Duration
 	next     time.Time
-	progress map[int32]time.Time // the partitions held: their last message, or their assignment
+	progress map[int32]time.Time // the partitions held: their last batch (or message error), or their assignment
 	watch    kafkastuck.Watch
 }
 
