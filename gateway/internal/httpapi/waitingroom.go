@@ -122,24 +122,18 @@ func (a *API) queueStatus(ctx *fasthttp.RequestCtx) {
 }
 
 func (a *API) writeQueueStatus(ctx *fasthttp.RequestCtx, c context.Context, s *catalog.Sale, user, ticket string) {
+	// Another shopper's ticket is unknown to the status script: as if it
+	// did not exist.
 	st, err := a.Queue.Status(c, s.ID, s.StartsAt, ticket, user)
 	switch {
 	case errors.Is(err, queue.ErrUnknownTicket):
 		errNotFound.Write(ctx)
 		return
 	case errors.Is(err, queue.ErrTicketExpired):
-		if st.UserID != user {
-			errNotFound.Write(ctx)
-			return
-		}
 		errTicketExpired.Write(ctx)
 		return
 	case err != nil:
 		errUnavailable.Write(ctx)
-		return
-	}
-	if st.UserID != user { // another shopper's ticket: as if it did not exist
-		errNotFound.Write(ctx)
 		return
 	}
 	now := a.Now()
