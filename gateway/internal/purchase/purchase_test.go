@@ -302,12 +302,8 @@ func TestHeldOrderSettledLater(t *testing.T) {
 // could buy again once that order ended.
 func TestHeldOrderSettledAsPlacedSpendsItsToken(t *testing.T) {
 	ctx := testenv.Context(t)
-	rc, st, sale := redisSale(t)
-	t.Cleanup(func() { rc.Do(context.Background(), rc.B().Del().Key(stock.SpentTokensKey(sale)).Build()) })
+	rc, st, sale := admittedSale(t, 3)
 	const item = 1
-	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: item, Left: 3}}, nil); err != nil {
-		t.Fatal(err)
-	}
 	settler := &flakySettler{fails: 2, then: Placed} // Buy's own try and one retry fail
 	b := NewBuyer(rc, st, fakePublisher{errTimedOut}, settler, nil, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if _, err := b.Buy(ctx, sale, item, "alice", "ticket-1"); !errors.Is(err, ErrUnresolved) {
@@ -331,6 +327,18 @@ func TestHeldOrderSettledAsPlacedSpendsItsToken(t *testing.T) {
 
 // redisSale connects to the local Redis and gives a sale id no other test
 // uses, its item 1's keys deleted at the end.
+// admittedSale is redisSale with item 1 loaded with left units; the
+// admission tokens its purchases spend are deleted when the test ends.
+func admittedSale(t *testing.T, left int64) (rueidis.Client, *stock.Store, int64) {
+	t.Helper()
+	rc, st, sale := redisSale(t)
+	t.Cleanup(func() { rc.Do(context.Background(), rc.B().Del().Key(stock.SpentTokensKey(sale)).Build()) })
+	if err := st.Load(testenv.Context(t), sale, []stock.ItemStock{{ItemID: 1, Left: left}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return rc, st, sale
+}
+
 func redisSale(t *testing.T) (rueidis.Client, *stock.Store, int64) {
 	t.Helper()
 	testenv.Require(t, testenv.RedisAddr())
@@ -379,12 +387,8 @@ func TestReserveFailureLoggedOnce(t *testing.T) {
 // token its reservation spent: the shopper's retry with the same token buys.
 func TestRefusedPurchaseGivesItsTokenBack(t *testing.T) {
 	ctx := testenv.Context(t)
-	rc, st, sale := redisSale(t)
-	t.Cleanup(func() { rc.Do(context.Background(), rc.B().Del().Key(stock.SpentTokensKey(sale)).Build()) })
+	rc, st, sale := admittedSale(t, 3)
 	const item = 1
-	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: item, Left: 3}}, nil); err != nil {
-		t.Fatal(err)
-	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	refusing := NewBuyer(rc, st, fakePublisher{errRefused}, &fakeSettler{}, nil, time.Second, quiet)
 	if _, err := refusing.Buy(ctx, sale, item, "alice", "ticket-1"); !errors.Is(err, ErrUnavailable) {
