@@ -194,18 +194,17 @@ func (s *Server) Close() {
 // baselines and the gateway differ only in what their handlers do.
 func HTTPServer(name string, h fasthttp.RequestHandler) *fasthttp.Server {
 	return &fasthttp.Server{
-		Handler:                       h,
-		Name:                          name,
-		ReadTimeout:                   5 * time.Second,
-		WriteTimeout:                  5 * time.Second,
-		IdleTimeout:                   60 * time.Second,
-		Concurrency:                   256 * 1024,
-		MaxRequestBodySize:            4096,
-		ReadBufferSize:                8192,
-		DisableHeaderNamesNormalizing: true,
-		NoDefaultServerHeader:         true,
-		NoDefaultDate:                 true,
-		CloseOnShutdown:               true,
+		Handler:               h,
+		Name:                  name,
+		ReadTimeout:           5 * time.Second,
+		WriteTimeout:          5 * time.Second,
+		IdleTimeout:           60 * time.Second,
+		Concurrency:           256 * 1024,
+		MaxRequestBodySize:    4096,
+		ReadBufferSize:        8192,
+		NoDefaultServerHeader: true,
+		NoDefaultDate:         true,
+		CloseOnShutdown:       true,
 	}
 }
 

@@ -40,13 +40,6 @@ type settings struct{ onPanic func() }
 // it on /metrics.
 func OnPanic(f func()) Option { return func(_ *fasthttp.Server, s *settings) { s.onPanic = f } }
 
-// RawHeaderNames keeps header names as sent instead of normalizing their
-// case (a cost on every request the gateway's hot path does not pay; its
-// handlers look headers up in canonical case, as clients send them).
-func RawHeaderNames() Option {
-	return func(srv *fasthttp.Server, _ *settings) { srv.DisableHeaderNamesNormalizing = true }
-}
-
 // readBufferSize bounds a request's headers: larger ones get 431.
 const readBufferSize = 8192
 

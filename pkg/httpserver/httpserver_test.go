@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -103,10 +104,10 @@ func TestParseErrorsAreJSON(t *testing.T) {
 // The configured limits reach the server.
 func TestNewAppliesConfig(t *testing.T) {
 	srv := New("svc", nil, Config{ReadTimeout: 2 * time.Second, WriteTimeout: 3 * time.Second, IdleTimeout: 4 * time.Second,
-		MaxBodyBytes: 5, Concurrency: 6, MaxConnsPerIP: 7}, slog.New(slog.DiscardHandler), RawHeaderNames())
+		MaxBodyBytes: 5, Concurrency: 6, MaxConnsPerIP: 7}, slog.New(slog.DiscardHandler))
 	got := []any{srv.Name, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout, srv.MaxRequestBodySize, srv.Concurrency,
 		srv.MaxConnsPerIP, srv.DisableHeaderNamesNormalizing, srv.CloseOnShutdown}
-	want := []any{"svc", 2 * time.Second, 3 * time.Second, 4 * time.Second, 5, 6, 7, true, true}
+	want := []any{"svc", 2 * time.Second, 3 * time.Second, 4 * time.Second, 5, 6, 7, false, true}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("field %d: %v, want %v", i, got[i], want[i])
@@ -134,5 +135,36 @@ func TestShutdownBeforeServe(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Serve still accepting 5s after Shutdown")
+	}
+}
+
+// Header names are case-insensitive (RFC 9110, 5.1), and proxies speaking
+// HTTP/2 or Envoy forward them in lower case: the handlers' lookups by
+// canonical name must find them. With fasthttp's normalizing turned off,
+// "authorization" was not "Authorization", and every shopper behind such a
+// proxy got 401.
+func TestHeaderNamesInAnyCase(t *testing.T) {
+	ln := fasthttputil.NewInmemoryListener()
+	srv := New("test", func(ctx *fasthttp.RequestCtx) {
+		ctx.SetBody(append(append(ctx.Request.Header.Peek("Authorization"), '|'), ctx.Request.Header.Peek("X-Forwarded-For")...))
+	}, testConfig, slog.New(slog.DiscardHandler))
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	for _, names := range [][2]string{{"authorization", "x-forwarded-for"}, {"AUTHORIZATION", "X-FORWARDED-FOR"}, {"Authorization", "X-Forwarded-For"}} {
+		c, err := ln.Dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n" + names[0] + ": Bearer t\r\n" + names[1] + ": 198.51.100.7\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		var resp fasthttp.Response
+		if err := resp.Read(bufio.NewReader(c)); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		if got := string(resp.Body()); got != "Bearer t|198.51.100.7" {
+			t.Errorf("headers %q, %q: the handler read %q, want %q", names[0], names[1], got, "Bearer t|198.51.100.7")
+		}
 	}
 }

@@ -235,7 +235,7 @@ func (g *Gateway) buildServers() error {
 }
 
 func (g *Gateway) server(name string, h fasthttp.RequestHandler) *fasthttp.Server {
-	return httpserver.New(name, h, g.cfg.HTTP(), g.log, httpserver.OnPanic(g.api.CountPanic), httpserver.RawHeaderNames())
+	return httpserver.New(name, h, g.cfg.HTTP(), g.log, httpserver.OnPanic(g.api.CountPanic))
 }
 
 // Reload applies the settings that can change without a restart: the rate

@@ -214,7 +214,7 @@ func BenchmarkPurchaseServed(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			ln := fasthttputil.NewInmemoryListener()
-			srv := &fasthttp.Server{Handler: c.handler, ReadBufferSize: 8192, DisableHeaderNamesNormalizing: true,
+			srv := &fasthttp.Server{Handler: c.handler, ReadBufferSize: 8192,
 				NoDefaultServerHeader: true, NoDefaultDate: true, Concurrency: 256 * 1024}
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
