@@ -11,26 +11,31 @@ import (
 // clientIP is the address the per-IP limits key on: the socket peer, or,
 // when the peer is a trusted proxy, the right-most address in
 // X-Forwarded-For that is not itself a trusted proxy. Addresses a client
-// writes to the left of that are never believed.
+// writes to the left of that are never believed. Several header lines are
+// one list in their order (RFC 9110, 5.3): a proxy that adds its own line
+// instead of extending the client's puts the address it saw last.
 func (a *API) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
 	peer := addrOf(ctx.RemoteIP())
 	if len(a.TrustedProxies) == 0 || !a.trusted(peer) {
 		return peer
 	}
-	xff := ctx.Request.Header.Peek("X-Forwarded-For")
-	for len(xff) > 0 {
-		i := bytes.LastIndexByte(xff, ',')
-		part := bytes.TrimSpace(xff[i+1:])
-		xff = xff[:max(i, 0)]
-		addr, err := netip.ParseAddr(string(part))
-		if err != nil {
-			return peer // a malformed chain is not believed
-		}
-		if !a.trusted(addr.Unmap()) {
-			return addr.Unmap()
-		}
-		if i < 0 {
-			break
+	lines := ctx.Request.Header.PeekAll("X-Forwarded-For")
+	for l := len(lines) - 1; l >= 0; l-- {
+		xff := lines[l]
+		for len(xff) > 0 {
+			i := bytes.LastIndexByte(xff, ',')
+			part := bytes.TrimSpace(xff[i+1:])
+			xff = xff[:max(i, 0)]
+			addr, err := netip.ParseAddr(string(part))
+			if err != nil {
+				return peer // a malformed chain is not believed
+			}
+			if !a.trusted(addr.Unmap()) {
+				return addr.Unmap()
+			}
+			if i < 0 {
+				break
+			}
 		}
 	}
 	return peer
@@ -51,7 +56,13 @@ func addrOf(ip net.IP) netip.Addr {
 }
 
 // ipKey writes the limiter key of an address into buf without allocating.
+// An IPv6 address is keyed by its /64: that is what one subscriber gets
+// (RFC 6177), and keyed by /128 each of her 2^64 addresses would have a
+// bucket of its own.
 func ipKey(buf *[16]byte, ip netip.Addr) []byte {
 	*buf = ip.As16()
+	if ip.Is6() && !ip.Is4In6() {
+		clear(buf[8:])
+	}
 	return buf[:]
 }

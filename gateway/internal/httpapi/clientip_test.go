@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -11,7 +13,9 @@ import (
 func ctxFrom(peer, xff string) *fasthttp.RequestCtx {
 	var req fasthttp.Request
 	if xff != "" {
-		req.Header.Set("X-Forwarded-For", xff)
+		for _, line := range strings.Split(xff, "\n") {
+			req.Header.Add("X-Forwarded-For", line)
+		}
 	}
 	ctx := &fasthttp.RequestCtx{}
 	ctx.Init(&req, &net.TCPAddr{IP: net.ParseIP(peer), Port: 1234}, nil)
@@ -36,6 +40,11 @@ func TestClientIP(t *testing.T) {
 		{"garbage in the chain: the peer", a, "127.0.0.1", "not-an-ip", "127.0.0.1"},
 		{"IPv6 client", a, "127.0.0.1", "2001:db8::1", "2001:db8::1"},
 		{"empty header", a, "127.0.0.1", "", "127.0.0.1"},
+		// A proxy that adds its own line (HAProxy's option forwardfor) puts
+		// what it saw below the client's.
+		{"a second line is read after the first", a, "127.0.0.1", "6.6.6.6\n198.51.100.7", "198.51.100.7"},
+		{"lines and commas walked alike", a, "127.0.0.1", "6.6.6.6\n198.51.100.7, 10.1.2.3\n10.4.5.6", "198.51.100.7"},
+		{"garbage on a later line: the peer", a, "127.0.0.1", "198.51.100.7\nnot-an-ip", "127.0.0.1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,6 +52,29 @@ func TestClientIP(t *testing.T) {
 				t.Errorf("clientIP = %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// The per-IP limits key an IPv6 client by its /64, an IPv4 one by its
+// address.
+func TestIPKey(t *testing.T) {
+	key := func(s string) []byte {
+		var buf [16]byte
+		return bytes.Clone(ipKey(&buf, netip.MustParseAddr(s)))
+	}
+	for _, tt := range []struct {
+		a, b string
+		same bool
+	}{
+		{"2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff", true},
+		{"2001:db8:1:2::1", "2001:db8:1:3::1", false},
+		{"198.51.100.7", "198.51.100.7", true},
+		{"198.51.100.7", "198.51.100.8", false},
+		{"198.51.100.7", "::", false},
+	} {
+		if got := bytes.Equal(key(tt.a), key(tt.b)); got != tt.same {
+			t.Errorf("keys of %s and %s equal: %v, want %v", tt.a, tt.b, got, tt.same)
+		}
 	}
 }
 
