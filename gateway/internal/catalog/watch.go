@@ -137,31 +137,43 @@ func (w *Watcher) returned(msg string) {
 }
 
 // Run refreshes the catalog and polls stock every interval, and listens for
-// returns, until ctx ends.
+// returns, until ctx ends. The refresh and the poll run on goroutines of
+// their own, each pass bounded (passTimeout): a PostgreSQL that stops
+// answering must not stop the stock poll, which bounds how long a sold-out
+// flag can outlive a returned unit whose announcement was lost.
 func (w *Watcher) Run(ctx context.Context, catalogEvery, stockEvery time.Duration) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return w.Listen(ctx) })
-	g.Go(func() error { return w.tick(ctx, catalogEvery, stockEvery) })
+	g.Go(func() error {
+		w.every(ctx, catalogEvery, w.cat.Refresh, "catalog refresh failed; serving the last one")
+		return nil
+	})
+	g.Go(func() error {
+		w.every(ctx, stockEvery, w.Poll, "stock poll failed")
+		return nil
+	})
 	return g.Wait()
 }
 
-func (w *Watcher) tick(ctx context.Context, catalogEvery, stockEvery time.Duration) error {
-	cat := time.NewTicker(catalogEvery)
-	defer cat.Stop()
-	st := time.NewTicker(stockEvery)
-	defer st.Stop()
+// every runs pass each interval until ctx ends, logging a failed pass.
+func (w *Watcher) every(ctx context.Context, interval time.Duration, pass func(context.Context) error, failed string) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-cat.C:
-			if err := w.cat.Refresh(ctx); err != nil && ctx.Err() == nil {
-				w.log.Warn("catalog refresh failed; serving the last one", "err", err)
-			}
-		case <-st.C:
-			if err := w.Poll(ctx); err != nil && ctx.Err() == nil {
-				w.log.Warn("stock poll failed", "err", err)
-			}
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, passTimeout(interval))
+		err := pass(pctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn(failed, "err", err)
 		}
 	}
 }
+
+// passTimeout bounds one refresh or poll: a dependency that stops answering
+// fails the pass, and the next one tries again.
+func passTimeout(interval time.Duration) time.Duration { return max(interval, 2*time.Second) }

@@ -1,0 +1,87 @@
+package catalog
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"flashsale/pkg/stock"
+	"flashsale/tools/testenv"
+)
+
+// A PostgreSQL that stops answering (paused, or its packets dropped) fails
+// the catalog's refreshes and nothing else: the stock poll goes on, so a
+// sold-out flag still clears within the poll's interval when a unit comes
+// back without its announcement. The refresh had no bound and ran on the
+// poll's goroutine: the first refresh against the hung database stopped
+// the poll for good.
+func TestStockPollSurvivesAHungDatabase(t *testing.T) {
+	c, pool, ctx := testCatalog(t)
+	saleID, itemID := createSale(t, ctx, pool)
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sale, ok := c.Sale(saleID)
+	if !ok {
+		t.Fatalf("sale %d not in the catalog", saleID)
+	}
+	it, _ := sale.Item(itemID)
+
+	// A "database" that takes connections and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { conn.Close() })
+		}
+	}()
+	hung, err := pgxpool.New(ctx, "postgres://nobody@"+ln.Addr().String()+"/none?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hung.Close)
+	c.pool = hung
+
+	rc := testenv.RedisClient(t, testenv.RedisAddr())
+	st := stock.New(rc)
+	if err := st.Load(ctx, saleID, []stock.ItemStock{{ItemID: itemID, Left: 0}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = testenv.DeleteKeys(ctx, rc, "{fs:"+strconv.FormatInt(saleID, 10)+"}*") })
+	keys, err := st.StockKeys(saleID, itemID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWatcher(c, rc, st, slog.New(slog.DiscardHandler))
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx, 20*time.Millisecond, 20*time.Millisecond) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	it.MarkSoldOut()
+	// Let refreshes start and hang first.
+	time.Sleep(300 * time.Millisecond)
+	// A unit comes back; its announcement is lost.
+	if err := rc.Do(ctx, rc.B().Set().Key(keys[0]).Value("1").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second)
+	for it.SoldOut() {
+		if time.Now().After(deadline) {
+			t.Fatal("the sold-out flag still set 1 s after the unit came back, with the stock polled every 20 ms: the hung catalog refresh stopped the poll")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
