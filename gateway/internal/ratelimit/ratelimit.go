@@ -65,9 +65,16 @@ func New(r Rule, maxKeys int) *Limiter {
 func (l *Limiter) Rule() Rule { return l.rule.Load().Rule }
 
 // SetRule changes the rule; existing buckets pick it up on their next use.
+// Two changes at once (an operator's PUT and a SIGHUP reload) get versions
+// of their own: sharing one, a bucket that took the first rule would keep
+// it while Rule reported the second.
 func (l *Limiter) SetRule(r Rule) {
-	old := l.rule.Load()
-	l.rule.Store(&versioned{Rule: r, version: old.version + 1})
+	for {
+		old := l.rule.Load()
+		if l.rule.CompareAndSwap(old, &versioned{Rule: r, version: old.version + 1}) {
+			return
+		}
+	}
 }
 
 // Allow takes a token from key's bucket. When refused it also says how
@@ -107,13 +114,16 @@ func (l *Limiter) bucket(key []byte, r *versioned) *bucket {
 		b.version.Store(r.version)
 		s.m[string(key)] = b
 	}
-	s.mu.Unlock()
-	b.lastSeen.Store(now)
-	if b.version.Load() != r.version {
+	// Under the shard's lock, and only forward: a call that loaded the rule
+	// just before a change must not put the older rule back (or half of it:
+	// the limit of one and the burst of the other).
+	if b.version.Load() < r.version {
 		b.lim.SetLimit(rate.Limit(r.Rate))
 		b.lim.SetBurst(r.Burst)
 		b.version.Store(r.version)
 	}
+	s.mu.Unlock()
+	b.lastSeen.Store(now)
 	return b
 }
 

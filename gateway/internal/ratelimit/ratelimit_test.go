@@ -63,6 +63,36 @@ func TestRuleChangesLive(t *testing.T) {
 	}
 }
 
+// Changes at once (an operator's PUT and a SIGHUP reload) each get a
+// version of their own, and a call that loaded the rule before a change
+// does not put the older rule back on a bucket that has the newer one.
+func TestRuleChangesAreOrdered(t *testing.T) {
+	l := New(Rule{Rate: 1, Burst: 1}, 1000)
+	var wg sync.WaitGroup
+	const writers, each = 4, 20000
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				l.SetRule(Rule{Rate: float64(w*each + i + 1), Burst: 1})
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := l.rule.Load().version, uint64(1+writers*each); got != want {
+		t.Errorf("version %d after %d changes from version 1, want %d: changes shared a version", got, writers*each, want)
+	}
+
+	l = New(Rule{Rate: 1, Burst: 1}, 1000)
+	l.Allow([]byte("k"))
+	stale := l.rule.Load()
+	l.SetRule(Rule{Rate: 100, Burst: 7})
+	l.Allow([]byte("k"))
+	b := l.bucket([]byte("k"), stale) // a call that loaded the rule before the change
+	if b.lim.Burst() != 7 || b.lim.Limit() != 100 {
+		t.Errorf("bucket after a stale call: rate %v burst %d, want the newer rule's 100 and 7", b.lim.Limit(), b.lim.Burst())
+	}
+}
+
 func TestMemoryStaysBounded(t *testing.T) {
 	l := New(Rule{Rate: 1000, Burst: 1}, 64*100)
 	for i := range 500_000 {
