@@ -266,3 +266,55 @@ func TestSoldOutFlagClearsOnEveryGateway(t *testing.T) {
 		t.Fatalf("bob on gateway 2 after the return: %d, want 202", got.Status)
 	}
 }
+
+// The configured bypass users (FLASHSALE_QUEUE_BYPASS) stay in whatever
+// operators change through the admin API: an API change replaced the whole
+// list with the shared one, and the configured users were refused until the
+// next refresh. Removing one through the API is refused with a pointer to
+// the configuration, instead of answering without her and putting her back
+// a second later.
+func TestBypassChangesKeepConfiguredUsers(t *testing.T) {
+	carol, dave := "carol-"+t.Name(), "dave-"+t.Name()
+	h := newHarness(t, harnessOpts{quantities: []int{10}, startsIn: -time.Minute, queue: true,
+		env: map[string]string{"FLASHSALE_QUEUE_BYPASS": carol, "FLASHSALE_LIMIT_PURCHASE_USER": "off"}})
+	admin := map[string]string{"Authorization": "Bearer test-admin-token-0123"}
+	put := func(body string) answer {
+		return h.doWith("PUT", h.admin+"/admin/queue/bypass", "", admin, []byte(body))
+	}
+	if got := put(`{"add":["` + dave + `"]}`); got.Status != 200 || !strings.Contains(string(got.Body), carol) || !strings.Contains(string(got.Body), dave) {
+		t.Fatalf("add %s: %d %s, want 200 listing %s and %s", dave, got.Status, got.Body, carol, dave)
+	}
+	t.Cleanup(func() { put(`{"remove":["` + dave + `"]}`) })
+	for _, u := range []string{carol, dave} {
+		if got := h.buyWithToken(u, ""); got.Status != 202 {
+			t.Fatalf("%s right after the change, without a token: %d %q, want 202", u, got.Status, got.Error)
+		}
+	}
+	if got := put(`{"remove":["` + carol + `"]}`); got.Status != 409 || got.Error != "CONFIGURED_BYPASS" {
+		t.Fatalf("remove the configured %s: %d %s, want 409 CONFIGURED_BYPASS", carol, got.Status, got.Body)
+	}
+	if got := put(`{"remove":["` + dave + `"]}`); got.Status != 200 || strings.Contains(string(got.Body), dave) || !strings.Contains(string(got.Body), carol) {
+		t.Fatalf("remove %s: %d %s, want 200 listing %s only", dave, got.Status, got.Body, carol)
+	}
+}
+
+// An operator's body with a misspelt key changed nothing and answered 200:
+// it is now refused, and the limits stay as they were.
+func TestAdminBodiesWithUnknownKeysAreRefused(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{1}, startsIn: -time.Minute})
+	admin := map[string]string{"Authorization": "Bearer test-admin-token-0123"}
+	before := h.doWith("GET", h.admin+"/admin/limits", "", admin, nil)
+	for _, body := range []string{
+		`{"purchases":{"user":{"rate":1,"burst":1}}}`,
+		`{"purchase":{"usr":{"rate":1,"burst":1}}}`,
+		`{"purchase":{"user":{"rate":1,"brust":1}}}`,
+		`{"purchase":{"user":{"rate":1,"burst":1}}} {}`,
+	} {
+		if got := h.doWith("PUT", h.admin+"/admin/limits", "", admin, []byte(body)); got.Status != 400 {
+			t.Errorf("PUT /admin/limits %s: %d %s, want 400", body, got.Status, got.Body)
+		}
+	}
+	if after := h.doWith("GET", h.admin+"/admin/limits", "", admin, nil); string(after.Body) != string(before.Body) {
+		t.Errorf("limits changed by refused bodies: %s, then %s", before.Body, after.Body)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -54,9 +53,6 @@ type Gateway struct {
 	// limits are the rate limits the last load of the configuration set
 	// (New or Reload): a reload applies only those it changes.
 	limits limitSettings
-	// configBypass is FLASHSALE_QUEUE_BYPASS of the last load: a reload
-	// replaces it while the admission loop reads it.
-	configBypass atomic.Pointer[[]string]
 	// queueAdvanceFailed logs a failed admission round at most once a
 	// second: rounds run every FLASHSALE_QUEUE_ADVANCE (100 ms) per queued
 	// sale, and during a Redis outage each one fails the same way.
@@ -68,7 +64,6 @@ type Gateway struct {
 // until it does).
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, log: log, limits: limitsOf(cfg), queueAdvanceFailed: rate.Sometimes{Interval: time.Second}}
-	g.configBypass.Store(&cfg.QueueBypass)
 	if err := g.build(ctx); err != nil {
 		// Closes the clients the steps before the failed one dialed (none
 		// when Redis itself failed).
@@ -96,6 +91,7 @@ func (g *Gateway) build(ctx context.Context) error {
 	if err := g.buildAPI(ctx, verifier); err != nil {
 		return err
 	}
+	g.api.SetConfiguredBypass(g.cfg.QueueBypass)
 	g.refreshBypass(ctx)
 	return g.buildServers()
 }
@@ -248,7 +244,7 @@ func (g *Gateway) Reload(ctx context.Context, cfg config.Config) {
 	applied, kept := reloadLimits([4]*ratelimit.Limiter{g.api.PurchaseLimits.User, g.api.PurchaseLimits.IP,
 		g.api.QueueLimits.User, g.api.QueueLimits.IP}, g.limits, next)
 	g.limits = next
-	g.configBypass.Store(&cfg.QueueBypass)
+	g.api.SetConfiguredBypass(cfg.QueueBypass)
 	g.refreshBypass(ctx)
 	g.log.Info("configuration reloaded", "limits_applied", applied, "limits_kept_from_admin_api", kept,
 		"purchase_user", g.api.PurchaseLimits.User.Rule(), "purchase_ip", g.api.PurchaseLimits.IP.Rule(),
@@ -396,7 +392,7 @@ func (g *Gateway) refreshBypass(ctx context.Context) {
 		g.log.Warn("bypass list not refreshed", "err", err)
 		return
 	}
-	g.api.SetBypass(append(users, *g.configBypass.Load()...))
+	g.api.SetBypass(users)
 }
 
 func (g *Gateway) drainProducerEvents(producer *publish.Producer) {

@@ -129,6 +129,10 @@ func (a *API) putBypass(ctx *fasthttp.RequestCtx) {
 		errBadRequest.Write(ctx)
 		return
 	}
+	if slices.ContainsFunc(v.Remove, a.configuredBypass) {
+		errConfiguredBypass.Write(ctx)
+		return
+	}
 	c, cancel := context.WithTimeout(a.BaseCtx, a.RedisTimeout)
 	defer cancel()
 	users, err := a.Bypass.Change(c, v.Add, v.Remove)
@@ -141,13 +145,22 @@ func (a *API) putBypass(ctx *fasthttp.RequestCtx) {
 	a.getBypass(ctx)
 }
 
-// decodeObject reads an operator's JSON body, which must be an object: a
-// bare null would decode to "change nothing" and answer 200.
+// decodeObject reads an operator's JSON body, which must be an object of
+// known fields: a bare null, or a misspelt key, would decode to "change
+// nothing" and answer 200.
 func decodeObject(b []byte, v any) error {
 	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '{' {
 		return errNotObject
 	}
-	return json.Unmarshal(b, v)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errNotObject
+	}
+	return nil
 }
 
 var errNotObject = errors.New("body: want a JSON object")

@@ -30,6 +30,8 @@ var (
 	errTicketExpired    = newAPIError(fasthttp.StatusGone, "TICKET_EXPIRED", "the place was given up after polling stopped; join again", "")
 	errMethod           = newAPIError(fasthttp.StatusMethodNotAllowed, httperr.CodeMethod, "method not allowed on this path", "")
 	errInternal         = httperr.ErrInternal
+
+	errConfiguredBypass = newAPIError(fasthttp.StatusConflict, "CONFIGURED_BYPASS", "a user of FLASHSALE_QUEUE_BYPASS leaves the list through the configuration (then SIGHUP), not the admin API", "")
 )
 
 var contentJSON = []byte("application/json")

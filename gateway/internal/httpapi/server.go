@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -72,15 +73,47 @@ type API struct {
 	rates    sync.Map // sale id -> admission rate last seen (float64)
 	gauges   gauges
 	bypass   atomic.Pointer[map[string]struct{}]
+	// bypassFrom are bypass's two sources; mu orders their changes.
+	bypassFrom struct {
+		mu                 sync.Mutex
+		configured, shared []string
+	}
 }
 
-// SetBypass replaces the users who need no admission token.
-func (a *API) SetBypass(users []string) {
-	m := make(map[string]struct{}, len(users))
-	for _, u := range users {
+// SetBypass replaces the users operators let past the queue through the
+// admin API (the list every gateway reads from Redis). Together with the
+// configured ones (SetConfiguredBypass) they need no admission token.
+func (a *API) SetBypass(shared []string) {
+	a.bypassFrom.mu.Lock()
+	defer a.bypassFrom.mu.Unlock()
+	a.bypassFrom.shared = shared
+	a.storeBypass()
+}
+
+// SetConfiguredBypass replaces FLASHSALE_QUEUE_BYPASS's users.
+func (a *API) SetConfiguredBypass(users []string) {
+	a.bypassFrom.mu.Lock()
+	defer a.bypassFrom.mu.Unlock()
+	a.bypassFrom.configured = users
+	a.storeBypass()
+}
+
+func (a *API) storeBypass() {
+	m := make(map[string]struct{}, len(a.bypassFrom.configured)+len(a.bypassFrom.shared))
+	for _, u := range a.bypassFrom.configured {
+		m[u] = struct{}{}
+	}
+	for _, u := range a.bypassFrom.shared {
 		m[u] = struct{}{}
 	}
 	a.bypass.Store(&m)
+}
+
+// configuredBypass reports whether user is in FLASHSALE_QUEUE_BYPASS.
+func (a *API) configuredBypass(user string) bool {
+	a.bypassFrom.mu.Lock()
+	defer a.bypassFrom.mu.Unlock()
+	return slices.Contains(a.bypassFrom.configured, user)
 }
 
 func (a *API) bypasses(user string) bool {
