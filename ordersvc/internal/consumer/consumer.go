@@ -52,6 +52,11 @@ const (
 	// HeaderTruncatedFrom: the dead letter carries only the first
 	// maxDeadValue bytes of the message's value, which had this many.
 	HeaderTruncatedFrom = "truncated-from"
+	// HeaderDropped: the dead letter lacks the message's key and headers
+	// ("key-and-headers", over maxDeadExtra bytes together) or its key,
+	// value and headers ("all": the dead-letter topic refused even the cut
+	// dead letter as too large); the value names their sizes.
+	HeaderDropped = "dropped"
 )
 
 // Backoff of a batch that PostgreSQL or the dead-letter topic refused.
@@ -656,61 +661,127 @@ func decode(b []byte) (event.OrderPlaced, error) {
 // garbage, and its size is in a header.
 const maxDeadValue = 64 << 10
 
+// maxDeadExtra bounds the message's key and headers a dead letter carries,
+// together: a message whose bulk is its key or headers is as large as one
+// whose bulk is its value. Over it, both are dropped (HeaderDropped).
+const maxDeadExtra = 16 << 10
+
 // produceDead sends the dead letters and waits for every delivery report.
+// One the dead-letter topic refuses as too large (a topic whose
+// max.message.bytes is below the orders topic's) is sent again bare: only
+// the dead letter's own headers, which say where the message is. Retried
+// whole, it would hold the batch, and every partition with it, for ever.
 func (c *Consumer) produceDead(ctx context.Context, dead []deadLetter) error {
+	tooLarge, err := c.sendDead(ctx, dead, false)
+	if err != nil || len(tooLarge) == 0 {
+		return err
+	}
+	c.log.Warn("dead letters refused as too large by the dead-letter topic; sent without the message's key, value and headers",
+		"count", len(tooLarge), "topic", c.cfg.DLQTopic)
+	still, err := c.sendDead(ctx, tooLarge, true)
+	if err != nil {
+		return err
+	}
+	if len(still) > 0 {
+		return fmt.Errorf("dead letter of headers alone refused as too large by %s (order %s)", c.cfg.DLQTopic, still[0].orderID)
+	}
+	return nil
+}
+
+// sendDead produces dead (bare: with the dead letter's headers only) and
+// waits for every delivery report. It returns those refused as too large.
+func (c *Consumer) sendDead(ctx context.Context, dead []deadLetter, bare bool) (tooLarge []deadLetter, err error) {
 	reports := make(chan kafka.Event, len(dead)) // room for every report: nothing blocks librdkafka
-	for _, d := range dead {
-		m := d.msg
-		headers := make([]kafka.Header, 0, len(m.Headers)+6)
-		headers = append(headers, m.Headers...)
-		headers = append(headers,
-			kafka.Header{Key: HeaderReason, Value: []byte(d.reason)},
-			kafka.Header{Key: HeaderOrderID, Value: []byte(d.orderID)},
-			kafka.Header{Key: HeaderSourceTopic, Value: []byte(*m.TopicPartition.Topic)},
-			kafka.Header{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(int(m.TopicPartition.Partition)))},
-			kafka.Header{Key: HeaderSourceOffset, Value: []byte(m.TopicPartition.Offset.String())},
-		)
-		if d.detail != "" {
-			headers = append(headers, kafka.Header{Key: HeaderError, Value: []byte(d.detail)})
-		}
-		value := m.Value
-		if len(value) > maxDeadValue {
-			headers = append(headers, kafka.Header{Key: HeaderTruncatedFrom, Value: []byte(strconv.Itoa(len(value)))})
-			value = value[:maxDeadValue]
-		}
-		dm := &kafka.Message{
-			TopicPartition: kafka.TopicPartition{Topic: &c.cfg.DLQTopic, Partition: kafka.PartitionAny},
-			Key:            m.Key,
-			Value:          value,
-			Headers:        headers,
-		}
+	sent := 0
+	for i, d := range dead {
+		dm := deadMessage(d, &c.cfg.DLQTopic, bare)
+		dm.Opaque = i
 		for {
 			err := c.producer.Produce(dm, reports)
 			if err == nil {
+				sent++
 				break
 			}
 			var kerr kafka.Error
+			if errors.As(err, &kerr) && kerr.Code() == kafka.ErrMsgSizeTooLarge {
+				tooLarge = append(tooLarge, d)
+				break
+			}
 			if !errors.As(err, &kerr) || kerr.Code() != kafka.ErrQueueFull {
-				return fmt.Errorf("produce dead letter: %w", err)
+				return nil, fmt.Errorf("produce dead letter: %w", err)
 			}
 			c.producer.Flush(100)
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
 		}
 	}
 	var firstErr error
-	for range dead {
+	for range sent {
 		select {
 		case ev := <-reports:
-			if m, ok := ev.(*kafka.Message); ok && m.TopicPartition.Error != nil && firstErr == nil {
+			m, ok := ev.(*kafka.Message)
+			if !ok || m.TopicPartition.Error == nil {
+				continue
+			}
+			var kerr kafka.Error
+			if i, ok := m.Opaque.(int); ok && errors.As(m.TopicPartition.Error, &kerr) && kerr.Code() == kafka.ErrMsgSizeTooLarge {
+				tooLarge = append(tooLarge, dead[i])
+			} else if firstErr == nil {
 				firstErr = fmt.Errorf("dead letter delivery: %w", m.TopicPartition.Error)
 			}
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
-	return firstErr
+	return tooLarge, firstErr
+}
+
+// deadMessage is d's dead letter on topic: the message's key, value and
+// headers, bounded (maxDeadValue, maxDeadExtra), or none of them when
+// bare, plus the headers saying why and where from.
+func deadMessage(d deadLetter, topic *string, bare bool) *kafka.Message {
+	m := d.msg
+	extra := len(m.Key)
+	for _, h := range m.Headers {
+		extra += len(h.Key) + len(h.Value)
+	}
+	keep := !bare && extra <= maxDeadExtra
+	headers := make([]kafka.Header, 0, len(m.Headers)+8)
+	if keep {
+		headers = append(headers, m.Headers...)
+	}
+	headers = append(headers,
+		kafka.Header{Key: HeaderReason, Value: []byte(d.reason)},
+		kafka.Header{Key: HeaderOrderID, Value: []byte(d.orderID)},
+		kafka.Header{Key: HeaderSourceTopic, Value: []byte(*m.TopicPartition.Topic)},
+		kafka.Header{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(int(m.TopicPartition.Partition)))},
+		kafka.Header{Key: HeaderSourceOffset, Value: []byte(m.TopicPartition.Offset.String())},
+	)
+	if d.detail != "" {
+		detail := d.detail
+		if bare && len(detail) > 1024 {
+			detail = detail[:1024]
+		}
+		headers = append(headers, kafka.Header{Key: HeaderError, Value: []byte(detail)})
+	}
+	dm := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: kafka.PartitionAny}, Headers: headers}
+	sizes := fmt.Sprintf("key %d bytes, headers %d bytes", len(m.Key), extra-len(m.Key))
+	switch {
+	case bare:
+		dm.Headers = append(dm.Headers, kafka.Header{Key: HeaderDropped, Value: []byte("all: " + sizes + fmt.Sprintf(", value %d bytes", len(m.Value)))})
+		return dm
+	case !keep:
+		dm.Headers = append(dm.Headers, kafka.Header{Key: HeaderDropped, Value: []byte("key-and-headers: " + sizes)})
+	default:
+		dm.Key = m.Key
+	}
+	dm.Value = m.Value
+	if len(dm.Value) > maxDeadValue {
+		dm.Headers = append(dm.Headers, kafka.Header{Key: HeaderTruncatedFrom, Value: []byte(strconv.Itoa(len(m.Value)))})
+		dm.Value = dm.Value[:maxDeadValue]
+	}
+	return dm
 }
 
 // commit stores offset+1 of the last message per partition for the

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -237,6 +239,79 @@ func TestHugePayloadDeadLetteredCut(t *testing.T) {
 	}
 	if got := header(dead[0], consumer.HeaderTruncatedFrom); got != "999900" || len(dead[0].Value) >= len(huge) {
 		t.Errorf("dead letter of %d bytes, truncated-from %q; want it cut, from 999900", len(dead[0].Value), got)
+	}
+}
+
+// A message whose bulk is its key is as large as one whose bulk is its
+// value: its dead letter, carrying the key whole, was refused by the
+// producer for ever, and the batch (every partition the member reads) was
+// retried without end. The dead letter now drops a key and headers over
+// 16 KiB together, and says so.
+func TestHugeKeyDeadLettered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish(strings.Repeat("k", 999_900), []byte("garbage")) // under the producer's 1,000,000 alone, not with the dead letter's headers
+	e.start(e.store, 5*time.Second)
+	e.waitCommitted(1)
+	dead := e.readDLQ(1)
+	if got := header(dead[0], consumer.HeaderDropped); !strings.HasPrefix(got, "key-and-headers: key 999900 bytes") || len(dead[0].Key) != 0 {
+		t.Errorf("dead letter with a %d-byte key, dropped %q; want the key dropped and said so", len(dead[0].Key), got)
+	}
+	if string(dead[0].Value) != "garbage" || header(dead[0], consumer.HeaderReason) != consumer.ReasonInvalidPayload {
+		t.Errorf("dead letter %q, reason %q; want the value whole, INVALID_PAYLOAD", dead[0].Value, header(dead[0], consumer.HeaderReason))
+	}
+}
+
+// A dead-letter topic that takes smaller messages than the orders topic
+// refuses a dead letter as too large: it is sent again bare (the dead
+// letter's own headers, which say where the message is) instead of being
+// retried for ever with the batch.
+func TestDeadLetterTooLargeForItsTopicIsSentBare(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.limitDLQ(4096)
+	e.publish("1", bytes.Repeat([]byte{'x'}, 20_000))
+	e.start(e.store, 5*time.Second)
+	e.waitCommitted(1)
+	dead := e.readDLQ(1)
+	if got := header(dead[0], consumer.HeaderDropped); !strings.HasPrefix(got, "all: ") || len(dead[0].Value) != 0 {
+		t.Errorf("dead letter of %d bytes, dropped %q; want it bare, saying so", len(dead[0].Value), got)
+	}
+	if header(dead[0], consumer.HeaderSourceTopic) != e.topic || header(dead[0], consumer.HeaderSourceOffset) == "" {
+		t.Errorf("bare dead letter does not say where the message is: %v", dead[0].Headers)
+	}
+}
+
+// A message's offset is stored only once its dead letter is in the
+// dead-letter topic: one the topic refuses even bare is retried, and the
+// message is not committed past.
+func TestNoCommitBeforeTheDeadLetter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.limitDLQ(100) // below a bare dead letter's headers
+	e.publish("1", []byte("garbage"))
+	r := e.start(e.store, 5*time.Second)
+	eventually(t, 20*time.Second, "dead letter retried", func() (bool, string) {
+		n := testutil.ToFloat64(r.metrics.BatchRetries)
+		return n >= 3, fmt.Sprintf("%v retries", n)
+	})
+	if got := e.committed(); got != 0 {
+		t.Fatalf("%d offsets committed while the dead letter was refused, want 0", got)
+	}
+}
+
+// limitDLQ sets the dead-letter topic's max.message.bytes.
+func (e *env) limitDLQ(bytes int) {
+	e.t.Helper()
+	adm, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": testenv.KafkaBrokers(), "log_level": 3})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer adm.Close()
+	res, err := adm.IncrementalAlterConfigs(testenv.Context(e.t), []kafka.ConfigResource{{Type: kafka.ResourceTopic, Name: e.dlq,
+		Config: []kafka.ConfigEntry{{Name: "max.message.bytes", Value: fmt.Sprint(bytes), IncrementalOperation: kafka.AlterConfigOpTypeSet}}}})
+	if err != nil || res[0].Error.Code() != kafka.ErrNoError {
+		e.t.Fatalf("limit the dead-letter topic: %v %v", err, res)
 	}
 }
 
