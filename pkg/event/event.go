@@ -74,6 +74,15 @@ func (e OrderPlaced) Marshal() ([]byte, error) {
 func Unmarshal(b []byte) (OrderPlaced, error) {
 	var e OrderPlaced
 	if err := json.Unmarshal(b, &e); err != nil {
+		// A newer schema may have changed a field's type (placedAt as epoch
+		// milliseconds): its version, read on its own, says so before the
+		// event is taken for garbage and its unit given back.
+		var v struct {
+			Version int `json:"v"`
+		}
+		if json.Unmarshal(b, &v) == nil && v.Version > Version {
+			return OrderPlaced{}, fmt.Errorf("%w (%d, this reader knows %d; %v)", ErrNewerVersion, v.Version, Version, err)
+		}
 		return OrderPlaced{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if err := e.Validate(); err != nil {

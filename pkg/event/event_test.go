@@ -79,6 +79,26 @@ func TestUnmarshalRejects(t *testing.T) {
 	}
 }
 
+// An event of a newer version is ErrNewerVersion whatever its fields look
+// like to this reader: a field whose type changed failed the decoding
+// first, and the event was taken for garbage (its unit given back, though
+// its order may have been answered 202).
+func TestNewerVersionWithChangedFields(t *testing.T) {
+	for _, in := range []string{
+		`{"v":2,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":42,"userId":"u","placedAt":1764676800000}`,
+		`{"v":2,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":"7","itemId":42,"userId":{"id":"u"},"placedAt":"2026-12-02T12:00:00Z"}`,
+		`{"v":2,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":42,"userId":"u","placedAt":"2026-12-02T12:00:00Z"}`,
+	} {
+		if _, err := Unmarshal([]byte(in)); !errors.Is(err, ErrNewerVersion) {
+			t.Errorf("Unmarshal(%s) error = %v, want ErrNewerVersion", in, err)
+		}
+	}
+	// An event of this version whose fields do not decode is garbage.
+	if _, err := Unmarshal([]byte(`{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":42,"userId":"u","placedAt":1764676800000}`)); errors.Is(err, ErrNewerVersion) || !errors.Is(err, ErrInvalid) {
+		t.Errorf("version 1 with a numeric placedAt: %v, want ErrInvalid only", err)
+	}
+}
+
 func FuzzUnmarshal(f *testing.F) {
 	golden, _ := os.ReadFile(filepath.Join("testdata", "order_placed_v1.json"))
 	f.Add(golden)
