@@ -43,25 +43,33 @@ func (s *Store) DrainReleases(ctx context.Context, orderIDs []uuid.UUID, limit i
 		var err error
 		if len(orderIDs) > 0 {
 			rows, err = tx.Query(ctx, `
-				SELECT order_id, sale_id, item_id, user_id, reason FROM stock_release
-				WHERE released_at IS NULL AND order_id = ANY($1::uuid[])
-				ORDER BY created_at
+				SELECT r.order_id, r.sale_id, r.item_id, r.user_id, r.reason, s.stock_shards
+				FROM stock_release r LEFT JOIN flash_sale s ON s.id = r.sale_id
+				WHERE r.released_at IS NULL AND r.order_id = ANY($1::uuid[])
+				ORDER BY r.created_at
 				LIMIT $2
-				FOR UPDATE SKIP LOCKED`, uuidArray(orderIDs), limit)
+				FOR UPDATE OF r SKIP LOCKED`, uuidArray(orderIDs), limit)
 		} else {
 			rows, err = tx.Query(ctx, `
-				SELECT order_id, sale_id, item_id, user_id, reason FROM stock_release
-				WHERE released_at IS NULL
-				ORDER BY created_at
+				SELECT r.order_id, r.sale_id, r.item_id, r.user_id, r.reason, s.stock_shards
+				FROM stock_release r LEFT JOIN flash_sale s ON s.id = r.sale_id
+				WHERE r.released_at IS NULL
+				ORDER BY r.created_at
 				LIMIT $1
-				FOR UPDATE SKIP LOCKED`, limit)
+				FOR UPDATE OF r SKIP LOCKED`, limit)
 		}
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
 		pending, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PendingRelease, error) {
 			var p PendingRelease
-			err := r.Scan(&p.OrderID, &p.SaleID, &p.ItemID, &p.UserID, &p.Reason)
+			var shards *int
+			err := r.Scan(&p.OrderID, &p.SaleID, &p.ItemID, &p.UserID, &p.Reason, &shards)
+			if err == nil && shards != nil {
+				// The release's stock calls read it (ShardsOf) without a
+				// second connection of the pool.
+				s.shards.Store(p.SaleID, *shards)
+			}
 			return p, err
 		})
 		if err != nil {

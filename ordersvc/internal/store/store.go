@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -62,6 +63,9 @@ const (
 // Store runs ordersvc's SQL over a pgx pool.
 type Store struct {
 	pool *pgxpool.Pool
+	// shards caches each sale's stock shard count (see ShardsOf), which
+	// never changes once the sale exists.
+	shards sync.Map // sale id -> int
 }
 
 // New wraps a pool; the caller owns and closes it.
