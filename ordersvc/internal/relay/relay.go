@@ -8,6 +8,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -66,25 +67,29 @@ func (r *Relay) Run(ctx context.Context, interval time.Duration) error {
 	}
 }
 
-// Drain releases pending outbox rows (only those of orderIDs when given)
-// until none is left or an error stops it, and returns how many it marked.
+// Drain releases pending outbox rows (only those of orderIDs when given),
+// oldest first, once each, and returns how many it marked. A row whose
+// release fails stays queued for the next pass, and the pass goes on past
+// it: a block of failing rows (a Redis node down for one sale's keys) must
+// not hold back the releases of every other sale.
 func (r *Relay) Drain(ctx context.Context, orderIDs []uuid.UUID) (int, error) {
-	total := 0
+	total, failed := 0, 0
+	var after store.Cursor
 	for {
-		claimed, done, err := r.store.DrainReleases(ctx, orderIDs, BatchLimit, r.release)
+		claimed, done, last, err := r.store.DrainReleasesAfter(ctx, orderIDs, BatchLimit, after, r.release)
 		total += done
+		failed += claimed - done
 		r.metrics.Releases.Add(float64(done))
 		if err != nil {
 			return total, err
 		}
-		if claimed < BatchLimit || done < claimed {
-			// Fewer rows than the limit: drained. Some left undone: Redis is
-			// failing, and spinning on them would not help.
-			if done < claimed {
-				return total, errors.New("relay: some releases failed; they stay queued")
+		if claimed < BatchLimit {
+			if failed > 0 {
+				return total, fmt.Errorf("relay: %d releases failed; they stay queued", failed)
 			}
 			return total, nil
 		}
+		after = last
 	}
 }
 

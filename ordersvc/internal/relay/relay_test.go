@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -341,4 +342,43 @@ func TestDrainNeedsOneConnection(t *testing.T) {
 		return
 	}
 	t.Skip("other relays drained every fixture's rows first")
+}
+
+// A block of rows whose releases keep failing (a Redis node down for one
+// sale's keys) held back every newer row: each pass claimed the same
+// oldest rows, saw them fail and stopped. A pass now goes on past them.
+func TestFailingRowsDoNotHoldBackOthers(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	pool := testdb.Pool(t)
+	rc := redis(t)
+	st, stk := store.New(pool), stock.New(rc)
+
+	// A sale of one unit whose other BatchLimit orders PostgreSQL refused:
+	// as many outbox rows, older than the healthy sale's, whose releases
+	// fail (the sale's holders key is not a hash: WRONGTYPE).
+	bad := testdb.Sale(t, st, 1)
+	holders := fmt.Sprintf("{fs:%d}:holders", bad.ID)
+	if err := rc.Do(ctx, rc.B().Set().Key(holders).Value("not a hash").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = rc.Do(ctx, rc.B().Del().Key(holders).Build()).Error()
+		_, _ = pool.Exec(ctx, `UPDATE stock_release SET released_at = now(), outcome = 'not_held' WHERE sale_id = $1 AND released_at IS NULL`, bad.ID)
+	})
+	evs := make([]event.OrderPlaced, relay.BatchLimit+1)
+	for i := range evs {
+		evs[i] = event.OrderPlaced{Version: event.Version, OrderID: uuid.New(), SaleID: bad.ID, ItemID: bad.Items[0].ID,
+			UserID: fmt.Sprint("u", i), PlacedAt: time.Now()}
+	}
+	if _, err := st.PersistBatch(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+
+	_, good := fixture(t, st, stk, nil)
+	if _, err := relay.New(st, stk, quiet, metrics.New()).Drain(ctx, nil); err == nil {
+		t.Errorf("a pass with %d failing releases reported no error", relay.BatchLimit)
+	}
+	waitReleased(t, pool, good[1].OrderID, good[2].OrderID)
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -38,25 +39,42 @@ type ReleaseFunc func(ctx context.Context, rows []PendingRelease) []string
 // them inside the transaction, and records the outcomes. It returns how many
 // rows it claimed and how many it marked done.
 func (s *Store) DrainReleases(ctx context.Context, orderIDs []uuid.UUID, limit int, release ReleaseFunc) (claimed, done int, err error) {
+	claimed, done, _, err = s.DrainReleasesAfter(ctx, orderIDs, limit, Cursor{}, release)
+	return claimed, done, err
+}
+
+// Cursor is a place in the outbox's order (oldest first); the zero Cursor
+// is before every row.
+type Cursor struct {
+	CreatedAt time.Time
+	OrderID   uuid.UUID
+}
+
+// DrainReleasesAfter is DrainReleases over the rows after the cursor
+// after; it also returns the cursor of the last row it claimed, from which
+// the next call goes on. A pass that goes on from there, instead of from
+// the oldest row again, is not held by rows whose releases keep failing (a
+// Redis node down for one sale's keys): every row gets its turn.
+func (s *Store) DrainReleasesAfter(ctx context.Context, orderIDs []uuid.UUID, limit int, after Cursor, release ReleaseFunc) (claimed, done int, last Cursor, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var rows pgx.Rows
 		var err error
 		if len(orderIDs) > 0 {
 			rows, err = tx.Query(ctx, `
-				SELECT r.order_id, r.sale_id, r.item_id, r.user_id, r.reason, s.stock_shards
+				SELECT r.order_id, r.sale_id, r.item_id, r.user_id, r.reason, s.stock_shards, r.created_at
 				FROM stock_release r LEFT JOIN flash_sale s ON s.id = r.sale_id
-				WHERE r.released_at IS NULL AND r.order_id = ANY($1::uuid[])
-				ORDER BY r.created_at
+				WHERE r.released_at IS NULL AND r.order_id = ANY($1::uuid[]) AND (r.created_at, r.order_id) > ($3, $4)
+				ORDER BY r.created_at, r.order_id
 				LIMIT $2
-				FOR UPDATE OF r SKIP LOCKED`, uuidArray(orderIDs), limit)
+				FOR UPDATE OF r SKIP LOCKED`, uuidArray(orderIDs), limit, after.CreatedAt, after.OrderID)
 		} else {
 			rows, err = tx.Query(ctx, `
-				SELECT r.order_id, r.sale_id, r.item_id, r.user_id, r.reason, s.stock_shards
+				SELECT r.order_id, r.sale_id, r.item_id, r.user_id, r.reason, s.stock_shards, r.created_at
 				FROM stock_release r LEFT JOIN flash_sale s ON s.id = r.sale_id
-				WHERE r.released_at IS NULL
-				ORDER BY r.created_at
+				WHERE r.released_at IS NULL AND (r.created_at, r.order_id) > ($2, $3)
+				ORDER BY r.created_at, r.order_id
 				LIMIT $1
-				FOR UPDATE OF r SKIP LOCKED`, limit)
+				FOR UPDATE OF r SKIP LOCKED`, limit, after.CreatedAt, after.OrderID)
 		}
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
@@ -64,12 +82,13 @@ func (s *Store) DrainReleases(ctx context.Context, orderIDs []uuid.UUID, limit i
 		pending, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PendingRelease, error) {
 			var p PendingRelease
 			var shards *int
-			err := r.Scan(&p.OrderID, &p.SaleID, &p.ItemID, &p.UserID, &p.Reason, &shards)
+			err := r.Scan(&p.OrderID, &p.SaleID, &p.ItemID, &p.UserID, &p.Reason, &shards, &last.CreatedAt)
 			if err == nil && shards != nil {
 				// The release's stock calls read it (ShardsOf) without a
 				// second connection of the pool.
 				s.shards.Store(p.SaleID, *shards)
 			}
+			last.OrderID = p.OrderID
 			return p, err
 		})
 		if err != nil {
@@ -101,9 +120,12 @@ func (s *Store) DrainReleases(ctx context.Context, orderIDs []uuid.UUID, limit i
 		return nil
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("drain stock releases: %w", err)
+		return 0, 0, after, fmt.Errorf("drain stock releases: %w", err)
 	}
-	return claimed, done, nil
+	if claimed == 0 {
+		last = after
+	}
+	return claimed, done, last, nil
 }
 
 // RequeueReleases makes the outbox rows of orderIDs in saleID pending
