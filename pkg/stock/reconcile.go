@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -156,6 +157,8 @@ func writeCopy(b rueidis.Builder, saleID int64, cp *Copy) (rueidis.Commands, err
 			}
 			tx = append(tx, h.Build())
 		}
+		// The epoch says the hot copy is loaded (HeldBy), as a load's does.
+		tx = append(tx, b.Set().Key(epochOf(saleTag(saleID))).Value(strconv.FormatInt(time.Now().UnixMicro(), 10)).Build())
 		tx = append(tx, b.Publish().Channel(ReturnedChannel).Message(strconv.FormatInt(saleID, 10)).Build())
 	}
 	return append(tx, b.Exec().Build()), nil

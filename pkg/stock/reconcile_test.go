@@ -121,6 +121,25 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
+// A repair of a Redis that lost the sale (a restart) writes the load's
+// epoch too: HeldBy reads a missing epoch as "not loaded", and sent every
+// "my order" question of the rest of the sale to PostgreSQL.
+func TestRepairMarksTheSaleLoaded(t *testing.T) {
+	_, st, sale := newSale(t)
+	ctx := testenv.Context(t)
+	if _, _, loaded, err := st.HeldBy(ctx, sale, "nobody"); err != nil || loaded {
+		t.Fatalf("before: loaded %v, %v; want not loaded", loaded, err)
+	}
+	if _, err := st.Reconcile(ctx, sale, []int64{1}, func(context.Context, stock.Snapshot) (*stock.Copy, error) {
+		return &stock.Copy{Items: []stock.ItemStock{{ItemID: 1, Left: 4}}, Holders: []stock.Holder{{UserID: "u1", OrderID: "o1"}}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, loaded, err := st.HeldBy(ctx, sale, "nobody"); err != nil || ok || !loaded {
+		t.Errorf("after the repair, a shopper without a unit: held %v, loaded %v, %v; want not held, loaded", ok, loaded, err)
+	}
+}
+
 // Keys that change on every round give ErrBusy and nothing is written.
 func TestReconcileBusy(t *testing.T) {
 	_, st, sale := newSale(t)
