@@ -85,3 +85,47 @@ func TestStockPollSurvivesAHungDatabase(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A returned unit's announcement clears the item's sold-out flag on its
+// own: with the stock poll an hour away, only the channel can. ("<sale>"
+// clears every item of the sale, after a reload or a repair.)
+func TestReturnedStockClearsTheFlag(t *testing.T) {
+	c, pool, ctx := testCatalog(t)
+	saleID, itemID := createSale(t, ctx, pool)
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sale, _ := c.Sale(saleID)
+	it, _ := sale.Item(itemID)
+	rc := testenv.RedisClient(t, testenv.RedisAddr())
+	w := NewWatcher(c, rc, stock.New(rc), slog.New(slog.DiscardHandler))
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx, time.Hour, time.Hour) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	for _, msg := range []string{strconv.FormatInt(saleID, 10) + ":" + strconv.FormatInt(itemID, 10), strconv.FormatInt(saleID, 10)} {
+		it.MarkSoldOut()
+		// Announced until heard: the subscription may not be up yet.
+		deadline := time.Now().Add(5 * time.Second)
+		for it.SoldOut() {
+			if time.Now().After(deadline) {
+				t.Fatalf("sold-out flag still set 5 s after announcing %q on %s", msg, stock.ReturnedChannel)
+			}
+			if err := rc.Do(ctx, rc.B().Publish().Channel(stock.ReturnedChannel).Message(msg).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// Another sale's or item's announcement, or garbage, clears nothing
+	// (the handler itself, synchronously).
+	it.MarkSoldOut()
+	for _, msg := range []string{strconv.FormatInt(saleID+1000000, 10) + ":" + strconv.FormatInt(itemID, 10),
+		strconv.FormatInt(saleID, 10) + ":" + strconv.FormatInt(itemID+1000000, 10), "garbage", strconv.FormatInt(saleID, 10) + ":x", ""} {
+		w.returned(msg)
+		if !it.SoldOut() {
+			t.Fatalf("announcing %q cleared the flag of item %d of sale %d", msg, itemID, saleID)
+		}
+	}
+}
