@@ -480,7 +480,9 @@ func (c *Consumer) process(ctx context.Context, msgs []*kafka.Message) error {
 	if err := c.deadLetter(ctx, b.dead); err != nil {
 		return err
 	}
-	c.release(ctx, b)
+	if err := c.release(ctx, b); err != nil {
+		return err
+	}
 	// Only now, with the batch in PostgreSQL and its dead letters
 	// delivered, may its offsets be stored.
 	c.commit(msgs)
@@ -613,23 +615,32 @@ func (c *Consumer) deadLetter(ctx context.Context, dead []deadLetter) error {
 }
 
 // release gives back the units of b's rejected and unpersistable orders.
-// Units go back after the commit. The outbox rows are durable, so a Redis
-// failure here only delays the release to the relay's next pass; it never
-// holds the offsets back.
-func (c *Consumer) release(ctx context.Context, b *batch) {
+// Units go back after the commit. The rejected orders' outbox rows are
+// durable, so a Redis failure only delays their release to the relay's
+// next pass. An unpersistable order (unknown item, unstorable user id) has
+// no row, hence no outbox row, and nothing else would ever release it: its
+// release is retried (a Redis failure, a sharded repair's pause) before
+// the batch's offsets are stored, as its dead letter is.
+func (c *Consumer) release(ctx context.Context, b *batch) error {
 	if len(b.rejected) > 0 {
 		if _, err := c.relay.Drain(ctx, b.rejected); err != nil {
 			c.log.Warn("release of rejected orders deferred to the relay", "count", len(b.rejected), "err", err)
 		}
 	}
-	// No row can hold these (unknown item, unstorable user id), so there is
-	// no outbox row either; the release is keyed by order id, so it only
-	// returns a unit this order took.
 	for _, e := range b.unknown {
-		if _, err := c.stock.Release(ctx, e.SaleID, e.ItemID, e.UserID, e.OrderID.String()); err != nil && !errors.Is(err, stock.ErrNotLoaded) {
-			c.log.Warn("release of unpersistable order failed", "order", e.OrderID, "err", err)
+		// Keyed by order id: it only returns a unit this order took.
+		err := retry(ctx, c.log, c.metrics, "release unpersistable order", func() error {
+			_, err := c.stock.Release(ctx, e.SaleID, e.ItemID, e.UserID, e.OrderID.String())
+			if errors.Is(err, stock.ErrNotLoaded) && !errors.Is(err, stock.ErrPaused) {
+				return nil // no stock to give back to: a load or repair decides
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("release unpersistable order %s: %w", e.OrderID, err)
 		}
 	}
+	return nil
 }
 
 // decode is event.Unmarshal plus what PostgreSQL would refuse forever: a

@@ -223,6 +223,62 @@ func TestInvalidPayloadDeadLettered(t *testing.T) {
 	}
 }
 
+// An unpersistable event's unit (no row holds it, so nothing else would
+// ever release it) is released before its offset is stored: retried while
+// a repair has paused the item's stock, where it was tried once, logged,
+// and forgotten, the shopper's holder and unit kept for good.
+func TestUnpersistableReleaseWaitsOutAPause(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testenv.Context(t)
+	rc := testenv.RedisClient(t, testenv.RedisAddr())
+	sale := testdb.Sale(t, e.store, 5)
+	nul := orderEvent(sale, 0, "a\x00b")
+	if err := e.stock.Load(ctx, sale.ID, []stock.ItemStock{{ItemID: nul.ItemID, Left: 5}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.stock.Reserve(ctx, sale.ID, nul.ItemID, nul.UserID, nul.OrderID.String()); err != nil {
+		t.Fatal(err)
+	}
+	// A repair of a sharded sale takes the stock away for a moment and
+	// marks it paused.
+	key := stock.StockKey(sale.ID, nul.ItemID)
+	if err := rc.Do(ctx, rc.B().Del().Key(key).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Do(ctx, rc.B().Set().Key(stock.PauseMarker(key)).Value("1").Px(time.Minute).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	nulJSON, err := json.Marshal(nul)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.publish("garbage", nulJSON)
+	r := e.start(e.store, 5*time.Second)
+	eventually(t, 20*time.Second, "release retried", func() (bool, string) {
+		n := testutil.ToFloat64(r.metrics.BatchRetries)
+		return n >= 2, fmt.Sprintf("%v retries", n)
+	})
+	if got := e.committed(); got != 0 {
+		t.Fatalf("%d offsets committed while the unit could not go back, want 0", got)
+	}
+	// The repair puts the stock back.
+	if err := rc.Do(ctx, rc.B().Set().Key(key).Value("4").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Do(ctx, rc.B().Del().Key(stock.PauseMarker(key)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCommitted(1)
+	holders, err := e.stock.Holders(ctx, sale.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, err := e.stock.Left(ctx, sale.ID, nul.ItemID); err != nil || left != 5 || holders[nul.UserID] != "" {
+		t.Errorf("after the pause: %d left (%v), holder %q; want 5 and no holder", left, err, holders[nul.UserID])
+	}
+}
+
 // A message near the topic's size limit is dead-lettered with its value cut
 // to a bound: whole, with the dead letter's headers, it exceeded the
 // producer's limit, and its batch was retried for ever.
