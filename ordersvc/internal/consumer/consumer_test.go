@@ -110,6 +110,25 @@ func (e *env) publish(key string, values ...[]byte) {
 	}
 }
 
+// publishSpread produces raw values without a key over every partition in
+// turn, as the gateway spreads a hot item's orders, and waits for the acks.
+func (e *env) publishSpread(values ...[]byte) {
+	e.t.Helper()
+	reports := make(chan kafka.Event, len(values))
+	for i, v := range values {
+		if err := e.prod.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &e.topic, Partition: int32(i % partitions)},
+			Value: v}, reports); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	for range values {
+		m := (<-reports).(*kafka.Message)
+		if m.TopicPartition.Error != nil {
+			e.t.Fatalf("publish: %v", m.TopicPartition.Error)
+		}
+	}
+}
+
 func (e *env) publishEvents(evs ...event.OrderPlaced) {
 	e.t.Helper()
 	for _, ev := range evs {

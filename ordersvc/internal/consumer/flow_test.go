@@ -469,6 +469,58 @@ func TestRebalanceKeepsExactlyOneRowPerEvent(t *testing.T) {
 	}
 }
 
+// One item's orders spread over every partition (the gateway's default)
+// and two members persisting them at once, from the start: each of an
+// item's events is one row, a copy of an event on another partition (a
+// gateway's retried publish) read by the other member is not a second, and
+// the item's sold count is exactly its PENDING rows, never past its
+// quantity. (TestRebalanceKeepsExactlyOneRowPerEvent keys events by item,
+// so there one item never reached two members at once.)
+func TestTwoMembersShareOneItem(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testenv.Context(t)
+	const quantity, orders, copies = 150, 200, 30
+	sale := testdb.Sale(t, e.store, quantity)
+	r1 := e.start(e.store, 5*time.Second)
+	r2 := e.start(e.store, 5*time.Second)
+	// The second member's first assignment ends the rebalance that split
+	// the partitions between the two (librdkafka's eager assignors give
+	// each of two members some of three).
+	eventually(t, 20*time.Second, "both members assigned", func() (bool, string) {
+		return r1.c.Assigned() && r2.c.Assigned(), fmt.Sprintf("assigned: %v and %v", r1.c.Assigned(), r2.c.Assigned())
+	})
+	var values [][]byte
+	for i := range orders {
+		b, err := orderEvent(sale, 0, fmt.Sprintf("u%d", i)).Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		values = append(values, b)
+	}
+	for i := range copies {
+		values = append(values, values[i*orders/copies])
+	}
+	e.publishSpread(values...)
+	e.waitCommitted(orders + copies)
+	for _, r := range []*running{r1, r2} {
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rows, pending, distinct int
+	if err := e.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'PENDING'), count(DISTINCT user_id) FROM flash_sale_order WHERE sale_id = $1`,
+		sale.ID).Scan(&rows, &pending, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if rows != orders || distinct != orders || pending != quantity {
+		t.Errorf("%d rows of %d shoppers, %d PENDING; want %d rows of as many shoppers, %d PENDING", rows, distinct, pending, orders, quantity)
+	}
+	if got := e.sold(sale.ID); got != quantity {
+		t.Errorf("sold %d, want %d (the PENDING rows)", got, quantity)
+	}
+}
+
 // batches is how many batches m's histogram timed.
 func batches(t *testing.T, m *metrics.Counters) float64 {
 	t.Helper()
