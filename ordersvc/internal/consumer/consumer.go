@@ -422,7 +422,13 @@ func (c *Consumer) Close() {
 		c.log.Warn("dead-letter producer closed with undelivered messages", "count", n)
 	}
 	c.producer.Close()
-	if err := c.consumer.Close(); err != nil {
+	// Offsets are stored as batches finish, so a close that hangs (the
+	// group coordinator moving) loses nothing; it must not hold the
+	// shutdown past its grace.
+	switch left, err := closeWithin(c.consumer, closeWait); {
+	case !left:
+		c.log.Error("kafka consumer did not leave the group in time; its partitions move after its session timeout", "waited", closeWait)
+	case err != nil:
 		c.log.Warn("close kafka consumer", "err", err)
 	}
 }

@@ -47,6 +47,19 @@ func newStallCheck() *stallCheck {
 // its session timeout.
 const closeWait = 10 * time.Second
 
+// closeWithin closes kc, waiting at most d for it to leave its group. It
+// reports whether the close returned in time, and its error.
+func closeWithin(kc *kafka.Consumer, d time.Duration) (returned bool, err error) {
+	closed := make(chan error, 1)
+	go func() { closed <- kc.Close() }()
+	select {
+	case err := <-closed:
+		return true, err
+	case <-time.After(d):
+		return false, nil
+	}
+}
+
 func (s *stallCheck) due(now time.Time) bool { return !now.Before(s.next) }
 
 func (s *stallCheck) read(part int32, now time.Time) { s.progress[part] = now }
@@ -141,17 +154,13 @@ func (c *Consumer) replaceClient(stuck []int32, retired *atomic.Bool, flush func
 	retired.Store(true)
 	c.processing.Store(true) // Ready: busy, not stalled, while the old client leaves
 	defer c.processing.Store(false)
-	old, oldLogs := c.consumer, c.logsDone
-	closed := make(chan error, 1)
-	go func() { closed <- old.Close() }()
-	select {
-	case err := <-closed:
+	if left, err := closeWithin(c.consumer, closeWait); !left {
+		c.log.Error("the stuck kafka consumer did not leave the group; left behind, its partitions move after its session timeout", "waited", closeWait)
+	} else {
 		if err != nil {
 			c.log.Warn("close the stuck kafka consumer", "err", err)
 		}
-		<-oldLogs
-	case <-time.After(closeWait):
-		c.log.Error("the stuck kafka consumer did not leave the group; left behind, its partitions move after its session timeout", "waited", closeWait)
+		<-c.logsDone
 	}
 	c.consumer = kc
 	c.logsDone = forwardLog(c.log, kc.Logs())
