@@ -28,7 +28,7 @@ func newAPIError(status int, code, message, retryAfter string) apiError {
 var (
 	errNotFound         = newAPIError(fasthttp.StatusNotFound, "NOT_FOUND", "no such sale, item or purchase path", "")
 	errUnauthorized     = newAPIError(fasthttp.StatusUnauthorized, "UNAUTHORIZED", "a valid bearer token is required", "")
-	errSoldOut          = newAPIError(fasthttp.StatusGone, "SOLD_OUT", "this item is sold out", "")
+	errSoldOut          = newAPIError(fasthttp.StatusGone, "SOLD_OUT", "this item is sold out (a shopper who bought it finds her order at GET /api/flash-sales/{saleId}/order)", "")
 	errAlreadyPurchased = newAPIError(fasthttp.StatusConflict, "ALREADY_PURCHASED", "you already hold a unit in this sale", "")
 	errUnavailable      = newAPIError(fasthttp.StatusServiceUnavailable, "UNAVAILABLE", "temporarily unavailable, retry later", "1")
 	errMethod           = newAPIError(fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "method not allowed on this path", "")

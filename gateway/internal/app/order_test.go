@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,6 +137,31 @@ func TestLostAnswerFindsTheOrder(t *testing.T) {
 		if got.Status != 503 || got.Error != "UNAVAILABLE" || got.OrderID != stray || got.Retry == "" {
 			t.Errorf("%s with an unconfirmed reservation: %d %s, want 503 UNAVAILABLE with order %s and Retry-After", name, got.Status, got.Body, stray)
 		}
+	}
+}
+
+// Once the item's sold-out flag is up, the gateway answers 410 SOLD_OUT
+// from memory, before it reads the token (refusing costs no Redis round
+// trip): a retry of a lost answer is refused too, and her order is found by
+// the "my order" call, which the sale page makes after a failed Buy and on
+// load (README, "Lost answers").
+func TestRetryAfterSellOutFindsTheOrderByMyOrder(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{1}, startsIn: -time.Minute,
+		env: map[string]string{"FLASHSALE_LIMIT_PURCHASE_USER": "off"}})
+	a := h.items[0]
+	won := h.do("POST", h.buyPath(a), "alice")
+	if won.Status != 202 {
+		t.Fatalf("alice's purchase: %d %s", won.Status, won.Body)
+	}
+	if got := h.do("POST", h.buyPath(a), "bob"); got.Status != 410 || got.Error != "SOLD_OUT" {
+		t.Fatalf("bob after the last unit: %d %s, want 410 SOLD_OUT", got.Status, got.Body)
+	}
+	retry := h.do("POST", h.buyPath(a), "alice")
+	if retry.Status != 410 || retry.Error != "SOLD_OUT" || !strings.Contains(string(retry.Body), "/order") {
+		t.Fatalf("alice's retry after the sell-out: %d %s, want the documented 410 SOLD_OUT naming the my-order call", retry.Status, retry.Body)
+	}
+	if got := h.myOrder("alice"); got.Status != 200 || got.OrderID != won.OrderID {
+		t.Fatalf("alice's my order after the sell-out: %d %s, want 200 with %s", got.Status, got.Body, won.OrderID)
 	}
 }
 

@@ -19,7 +19,7 @@ var (
 	errNotFound         = newAPIError(fasthttp.StatusNotFound, httperr.CodeNotFound, "no such sale, item or purchase path", "")
 	errBadRequest       = newAPIError(fasthttp.StatusBadRequest, httperr.CodeBadRequest, "malformed request", "")
 	errUnauthorized     = newAPIError(fasthttp.StatusUnauthorized, httperr.CodeUnauthorized, "a valid bearer token is required", "")
-	errSoldOut          = newAPIError(fasthttp.StatusGone, "SOLD_OUT", "this item is sold out", "")
+	errSoldOut          = newAPIError(fasthttp.StatusGone, "SOLD_OUT", "this item is sold out (a shopper who bought it finds her order at GET /api/flash-sales/{saleId}/order)", "")
 	errSaleEnded        = newAPIError(fasthttp.StatusGone, "SALE_ENDED", "this sale has ended", "")
 	errAlreadyPurchased = newAPIError(fasthttp.StatusConflict, "ALREADY_PURCHASED", "you already hold a unit in this sale", "")
 	errUnavailable      = newAPIError(fasthttp.StatusServiceUnavailable, httperr.CodeUnavailable, "temporarily unavailable, retry later", "1")

@@ -115,7 +115,7 @@ func bareSoldOut(ctx *fasthttp.RequestCtx) {
 	ctx.SetBody(bareBody)
 }
 
-var bareBody = []byte(`{"error":"SOLD_OUT","message":"this item is sold out"}`)
+var bareBody = []byte(`{"error":"SOLD_OUT","message":"this item is sold out (a shopper who bought it finds her order at GET /api/flash-sales/{saleId}/order)"}`)
 
 // refusalCase is one refusal of the public handler: a request, and the
 // status it must get without allocating.
