@@ -23,6 +23,9 @@ import (
 // BatchLimit is how many outbox rows one transaction claims.
 const BatchLimit = 500
 
+// batchTimeout bounds one batch: its claim, its releases and its commit.
+const batchTimeout = 10 * time.Second
+
 // releaseParallelism bounds concurrent release scripts; rueidis pipelines
 // concurrent calls on one connection, so this is a pipeline depth.
 const releaseParallelism = 32
@@ -72,11 +75,21 @@ func (r *Relay) Run(ctx context.Context, interval time.Duration) error {
 // release fails stays queued for the next pass, and the pass goes on past
 // it: a block of failing rows (a Redis node down for one sale's keys) must
 // not hold back the releases of every other sale.
+//
+// A batch begun is finished even when ctx ends meanwhile (a shutdown),
+// within batchTimeout: ended between its releases in Redis and its commit,
+// its rows stayed queued with their units already back, and the next pass
+// marked them not_held.
 func (r *Relay) Drain(ctx context.Context, orderIDs []uuid.UUID) (int, error) {
 	total, failed := 0, 0
 	var after store.Cursor
 	for {
-		claimed, done, last, err := r.store.DrainReleasesAfter(ctx, orderIDs, BatchLimit, after, r.release)
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+		claimed, done, last, err := r.store.DrainReleasesAfter(bctx, orderIDs, BatchLimit, after, r.release)
+		cancel()
 		total += done
 		failed += claimed - done
 		r.metrics.Releases.Add(float64(done))
