@@ -73,6 +73,7 @@ func TestConformance(t *testing.T) {
 	st := harness.Start(t, harness.Options{Env: map[string]string{
 		"FLASHSALE_PAYMENT_WEBHOOK_SECRET": webhookSecret,
 		"FLASHSALE_QUEUE_GRACE":            "1s",
+		"FLASHSALE_QUEUE_BYPASS":           "u-configured",
 	}})
 	r := newRecorder(t, s, map[string]string{
 		gatewayPublic: st.GatewayURL, gatewayAdmin: st.GatewayAdminURL,

@@ -263,6 +263,7 @@ func (c *contract) gatewayAdmin(sl sale) {
 	ga(http.StatusOK, http.MethodPut, "/admin/queue/bypass", []byte(`{"add":["u-vip"],"remove":["u-gone"]}`))
 	ga(http.StatusBadRequest, http.MethodPut, "/admin/queue/bypass", []byte(`{"add":"u-vip"}`))
 	ga(http.StatusBadRequest, http.MethodPut, "/admin/queue/bypass", []byte(`{"remove":[null]}`))
+	ga(http.StatusConflict, http.MethodPut, "/admin/queue/bypass", []byte(`{"remove":["u-configured"]}`))
 	ga(http.StatusOK, http.MethodGet, "/admin/dashboard", nil)
 	ga(http.StatusOK, http.MethodGet, fmt.Sprintf("/admin/dashboard?sale=%d", sl.ID), nil)
 	ga(http.StatusBadRequest, http.MethodGet, "/admin/dashboard?sale=0", nil)
