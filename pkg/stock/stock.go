@@ -439,6 +439,23 @@ func (s *Store) AdmissionSpent(ctx context.Context, saleID int64, userID, tokenI
 	return spent, holding, nil
 }
 
+// ReturnToken makes an admission token good again: for a purchase whose
+// reservation spent it and whose order will never exist, when someone else
+// (the order service's relay, writing the order off) released the unit
+// first, without the token. Only for such a purchase: the token was spent
+// by it, so no other purchase can have spent it since.
+func (s *Store) ReturnToken(ctx context.Context, saleID int64, userID, tokenID string) error {
+	l, err := s.layout(saleID)
+	if err != nil {
+		return err
+	}
+	key := tokensOf(l.tag(l.shardOf(userID)))
+	if err := s.client.Do(ctx, s.client.B().Srem().Key(key).Member(tokenID).Build()).Error(); err != nil {
+		return fmt.Errorf("return admission token of sale %d: %w", saleID, err)
+	}
+	return nil
+}
+
 // ItemsOf reads the items of the given holders' reservations (user -> order
 // id, as Holders returns them): user -> item id, for the holders whose
 // reservation noted its item under that same order.

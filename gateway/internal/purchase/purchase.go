@@ -177,7 +177,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 	}
 	payload, err := placed.Marshal()
 	if err != nil {
-		b.release(ctx, saleID, itemID, userID, oid, tokenID)
+		b.releaseReserved(ctx, saleID, itemID, userID, oid, tokenID)
 		return Receipt{}, fmt.Errorf("%w: encode order: %v", ErrUnavailable, err)
 	}
 	v, err := decide(b.pub.Publish(itemID, payload), func() (Settlement, error) {
@@ -186,7 +186,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 	switch v {
 	case accept:
 	case giveBack:
-		b.release(ctx, saleID, itemID, userID, oid, tokenID)
+		b.releaseReserved(ctx, saleID, itemID, userID, oid, tokenID)
 		return Receipt{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	default:
 		// Releasing now could sell the unit twice if the event was written;
@@ -266,7 +266,11 @@ func replayed(o holding.Order, err error, itemID int64) (Receipt, error) {
 type release struct {
 	saleID, itemID           int64
 	userID, orderID, tokenID string
-	attempts                 int
+	// reserved: the reservation certainly happened (and spent the token),
+	// and its order will never exist; the token goes back even when
+	// someone else released the unit first.
+	reserved bool
+	attempts int
 }
 
 // retryQueue bounds the releases waiting for Redis to answer again.
@@ -278,7 +282,19 @@ const retryQueue = 65536
 // retry never returns a unit twice); only when the queue is full does the
 // unit stay reserved until a reconcile.
 func (b *Buyer) release(ctx context.Context, saleID, itemID int64, userID, orderID, tokenID string) {
-	r := release{saleID: saleID, itemID: itemID, userID: userID, orderID: orderID, tokenID: tokenID}
+	b.enqueueRelease(ctx, release{saleID: saleID, itemID: itemID, userID: userID, orderID: orderID, tokenID: tokenID})
+}
+
+// releaseReserved is release for a purchase whose reservation certainly
+// happened and whose order will never exist (its publish refused, or its
+// settlement abandoned): its admission token goes back even when the order
+// service's relay, writing the order off, released the unit first (the
+// relay knows no token).
+func (b *Buyer) releaseReserved(ctx context.Context, saleID, itemID int64, userID, orderID, tokenID string) {
+	b.enqueueRelease(ctx, release{saleID: saleID, itemID: itemID, userID: userID, orderID: orderID, tokenID: tokenID, reserved: true})
+}
+
+func (b *Buyer) enqueueRelease(ctx context.Context, r release) {
 	if b.tryRelease(ctx, r) {
 		return
 	}
@@ -287,7 +303,7 @@ func (b *Buyer) release(ctx context.Context, saleID, itemID int64, userID, order
 	default:
 		b.stranded.Add(1)
 		b.log.Error("reservation not released and the retry queue is full; run reconcile",
-			"sale", saleID, "item", itemID, "order", orderID)
+			"sale", r.saleID, "item", r.itemID, "order", r.orderID)
 	}
 }
 
@@ -301,10 +317,15 @@ const notLoadedAttempts = 20
 func (b *Buyer) tryRelease(ctx context.Context, r release) bool {
 	rctx, cancel := context.WithTimeout(ctx, b.redisTimeout)
 	defer cancel()
-	_, err := b.stock.GiveBack(rctx, r.saleID, r.itemID, r.userID, r.orderID, r.tokenID)
+	gave, err := b.stock.GiveBack(rctx, r.saleID, r.itemID, r.userID, r.orderID, r.tokenID)
 	if errors.Is(err, stock.ErrNotLoaded) && r.attempts >= notLoadedAttempts {
 		b.log.Warn("release dropped: the stock stayed unloaded; the reload decides", "sale", r.saleID, "order", r.orderID)
 		return true
+	}
+	if err == nil && !gave && r.reserved && r.tokenID != "" {
+		// The unit went back without the token (the relay wrote the order
+		// off first): the token this reservation spent goes back alone.
+		err = b.stock.ReturnToken(rctx, r.saleID, r.userID, r.tokenID)
 	}
 	return err == nil
 }
@@ -381,7 +402,7 @@ func (b *Buyer) RunSettles(ctx context.Context) {
 			cancel()
 			switch {
 			case err == nil && s == Abandoned:
-				b.release(ctx, h.o.SaleID, h.o.ItemID, h.o.UserID, h.o.OrderID.String(), h.tokenID)
+				b.releaseReserved(ctx, h.o.SaleID, h.o.ItemID, h.o.UserID, h.o.OrderID.String(), h.tokenID)
 				b.log.Info("held order settled as abandoned; unit given back", "order", h.o.OrderID)
 				continue
 			case err == nil && s == Placed:

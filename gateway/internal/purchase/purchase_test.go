@@ -250,11 +250,19 @@ type flakySettler struct {
 	mu    sync.Mutex
 	fails int
 	then  Settlement
+	calls int
+}
+
+func (s *flakySettler) called() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
 }
 
 func (s *flakySettler) Settle(context.Context, event.OrderPlaced) (Settlement, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.calls++
 	if s.fails > 0 {
 		s.fails--
 		return 0, errNoDB
@@ -322,6 +330,83 @@ func TestHeldOrderSettledAsPlacedSpendsItsToken(t *testing.T) {
 			t.Fatalf("token not spent (%v) 10 s after its held order could be settled as placed", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A held order settled as placed keeps everything an accepted purchase
+// has: the unit, the holder, the token spent, and now the accepted record.
+// (TestHeldOrderSettledAsPlacedSpendsItsToken passes before RunSettles
+// runs at all: the reserve script spent the token.)
+func TestHeldOrderSettledAsPlacedKeepsItsUnit(t *testing.T) {
+	ctx := testenv.Context(t)
+	rc, st, sale := admittedSale(t, 3)
+	const item = 1
+	settler := &flakySettler{fails: 2, then: Placed} // Buy's own try and one retry fail
+	b := NewBuyer(rc, st, fakePublisher{errTimedOut}, settler, nil, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r, err := b.Buy(ctx, sale, item, "alice", "ticket-1")
+	if !errors.Is(err, ErrUnresolved) {
+		t.Fatalf("Buy: %v, want ErrUnresolved", err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go b.RunRetries(rctx)
+	go b.RunSettles(rctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for settler.called() < 3 { // Buy's, the failed retry, the one that says placed
+		if time.Now().After(deadline) {
+			t.Fatalf("settled %d times in 10 s, want 3", settler.called())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var owner string
+	for owner == "" && time.Now().Before(deadline) { // the record follows the settlement
+		owner, _, _ = accepted.Owner(ctx, rc, r.OrderID.String())
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // a release, had one been queued, would have run
+	holders, err := st.Holders(ctx, sale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, _ := st.Left(ctx, sale, item)
+	spent, _ := rc.Do(ctx, rc.B().Sismember().Key(stock.SpentTokensKey(sale)).Member("ticket-1").Build()).AsBool()
+	if holders["alice"] != r.OrderID.String() || left != 2 || !spent || owner != "alice" {
+		t.Errorf("after settling as placed: holder %q, %d left, token spent %v, accepted record's owner %q; want %s, 2, true, alice",
+			holders["alice"], left, spent, owner, r.OrderID)
+	}
+}
+
+// relayFirstSettler plays the order service writing a held order off
+// (abandoned) and its relay releasing the unit, without the token, before
+// the gateway's own release.
+type relayFirstSettler struct{ st *stock.Store }
+
+func (s relayFirstSettler) Settle(ctx context.Context, o event.OrderPlaced) (Settlement, error) {
+	if _, err := s.st.Release(ctx, o.SaleID, o.ItemID, o.UserID, o.OrderID.String()); err != nil {
+		return 0, err
+	}
+	return Abandoned, nil
+}
+
+// A failed purchase's admission token goes back even when the order
+// service's relay released the unit first (it knows no token): the
+// release script gives a token back only with a unit it still holds, and
+// the shopper was left with ADMISSION_USED and no order.
+func TestTokenBackWhenTheRelayReleasedFirst(t *testing.T) {
+	ctx := testenv.Context(t)
+	rc, st, sale := admittedSale(t, 3)
+	const item = 1
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	failing := NewBuyer(rc, st, fakePublisher{errTimedOut}, relayFirstSettler{st}, nil, time.Second, quiet)
+	if _, err := failing.Buy(ctx, sale, item, "alice", "ticket-1"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Buy whose order was written off: %v, want ErrUnavailable", err)
+	}
+	working := NewBuyer(rc, st, fakePublisher{}, &fakeSettler{}, nil, time.Second, quiet)
+	if _, err := working.Buy(ctx, sale, item, "alice", "ticket-1"); err != nil {
+		t.Fatalf("retry with the same token: %v, want it accepted", err)
+	}
+	if left, _ := st.Left(ctx, sale, item); left != 2 {
+		t.Errorf("left %d, want 2 (one unit back from the failed purchase, one sold)", left)
 	}
 }
 
