@@ -6,7 +6,8 @@
 MODULES      := $(shell awk '/^use \(/ {u=1; next} u && /^\)/ {u=0} u && NF && $$1 !~ /^\/\// {sub(/^\.\//, "", $$1); print $$1}' go.work)
 TEST_MODULES := $(filter-out faults,$(MODULES))
 BIN     := $(CURDIR)/bin
-GO      ?= go
+# sudo drops /usr/local/go/bin from PATH (the stack's scripts find it there too).
+GO      ?= $(or $(shell command -v go),$(wildcard /usr/local/go/bin/go),go)
 # confluent-kafka-go links librdkafka statically through cgo.
 export CGO_ENABLED := 1
 # CLUSTER=1 (make up CLUSTER=1) adds the scaled-out shape to the stack: a

@@ -48,6 +48,8 @@ export FLASHSALE_ORDERSVC_ADMIN_ADDR="127.0.0.1:$((os_port + 1))"
 	-replication-factor 1 -min-insync-replicas 1 >&2
 
 echo "run.sh: starting ordersvc and gateway (logs in $out/logs)" >&2
+refuse_taken ordersvc "$os_port" $((os_port + 1))
+refuse_taken gateway "$gw_port" $((gw_port + 1))
 start_service "$out/logs/ordersvc.log" "$bin/ordersvc" serve
 wait_ready ordersvc "http://127.0.0.1:$((os_port + 1))/readyz" "$out/logs/ordersvc.log"
 # Every shopper of the crowd comes from 127.0.0.1: the per-IP limit would

@@ -12,12 +12,14 @@ root=$PWD
 venv=$root/.stack/schemathesis
 version=4.32.5
 
-if [[ ! -x $venv/bin/schemathesis ]]; then
+# The venv is made again when its schemathesis is not the pinned version.
+if [[ ! -x $venv/bin/schemathesis ]] || [[ "$("$venv/bin/pip" show schemathesis 2>/dev/null | sed -n 's/^Version: //p')" != "$version" ]]; then
 	if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
 		if [[ $(id -u) == 0 ]]; then
+			apt-get update -qq >/dev/null
 			apt-get install -y -qq python3-venv >/dev/null
 		else
-			echo "contract: python3 cannot make a venv; install Debian's python3-venv (sudo apt-get install python3-venv) and run again" >&2
+			echo "contract: python3 cannot make a venv; install Debian's python3-venv (sudo apt-get update && sudo apt-get install python3-venv) and run again" >&2
 			exit 1
 		fi
 	fi

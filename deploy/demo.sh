@@ -58,16 +58,14 @@ profile() {
 [[ "$gateways" =~ ^[1-4]$ ]] || { echo "demo: DEMO_GATEWAYS=$gateways: want 1 to 4 gateway processes" >&2; exit 2; }
 echo "demo: starting $instances ordersvc and $gateways gateway (logs in $logs; Redis ${FLASHSALE_REDIS_ADDR:-127.0.0.1:$FLASHSALE_REDIS_PORT}; Kafka ${FLASHSALE_KAFKA_BROKERS:-127.0.0.1:$FLASHSALE_KAFKA_PORT})"
 for i in $(seq 0 $((instances - 1))); do
+	refuse_taken ordersvc $((8090 + 2 * i)) $((8091 + 2 * i))
 	start_service "$logs/ordersvc-$i.log" env $(profile "ordersvc-$i") FLASHSALE_ORDERSVC_ADDR="127.0.0.1:$((8090 + 2 * i))" \
 		FLASHSALE_ORDERSVC_ADMIN_ADDR="127.0.0.1:$((8091 + 2 * i))" "$bin/ordersvc" serve
 	wait_ready ordersvc "http://127.0.0.1:$((8091 + 2 * i))/readyz" "$logs/ordersvc-$i.log"
 done
 # With SO_REUSEPORT a gateway left over from an aborted run would silently
 # share the port and take part of the traffic: refuse to start beside one.
-if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:8080/"; then
-	echo "demo: something already answers on 127.0.0.1:8080 (a gateway from an earlier run?); stop it first" >&2
-	exit 1
-fi
+refuse_taken gateway 8080 $(seq 8081 2 $((8081 + 2 * (gateways - 1))))
 # The load generator plays the load balancer: it reports each shopper's
 # address in X-Forwarded-For, which the gateway believes only from loopback.
 for i in $(seq 0 $((gateways - 1))); do

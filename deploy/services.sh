@@ -39,9 +39,31 @@ start_service() {
 	service_pids+=($!)
 }
 
-# wait_ready NAME URL LOG: wait up to 30 s for URL to answer 2xx.
+# refuse_taken NAME PORT...: exit when something already listens on one of
+# the loopback ports NAME is about to take: a service left over from an
+# aborted run would answer in the new one's place (the new one failing to
+# bind), or, with SO_REUSEPORT, share its port.
+refuse_taken() {
+	local name="$1" p
+	shift
+	for p in "$@"; do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "services: something already listens on 127.0.0.1:$p, where $name would (a $name left from an earlier run?); stop it first" >&2
+			exit 1
+		fi
+	done
+}
+
+# wait_ready NAME URL LOG: wait up to 30 s for URL to answer 2xx, while the
+# service started last is alive (not a leftover answering in its place).
 wait_ready() {
+	local pid="${service_pids[-1]}"
 	for _ in $(seq 1 300); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			echo "$1 exited before it was ready; last log lines:" >&2
+			tail -n 30 "$3" >&2
+			exit 1
+		fi
 		if curl -fsS "$2" >/dev/null 2>&1; then return 0; fi
 		sleep 0.1
 	done

@@ -249,6 +249,11 @@ kafka_node_start() { # NAME CLUSTER_ID
 	kafka_write_config "$name"
 	kafka_format "$name" "$2"
 	rm -f "$pidfile"
+	# The log is appended to across starts: past 50 MB it moves aside (one
+	# previous log kept) instead of growing for ever.
+	if [[ -f "$dir/kafka.log" ]] && (($(stat -c %s "$dir/kafka.log") > 50 * 1024 * 1024)); then
+		mv -f "$dir/kafka.log" "$dir/kafka.log.1"
+	fi
 	# setsid: the node leaves our session, so a Ctrl-C aimed at whatever ran
 	# this script does not reach it. It execs in place (we are not a group
 	# leader), so $! is the JVM's own pid. The -D marker names the node for

@@ -16,10 +16,12 @@ kafka_running() {
 	kafka_node_running single && kafka_probe "$(kafka_bootstrap single)" 1 5s
 }
 
+# cmd_start waits for the broker and its topics even when the node was
+# already running: a start interrupted after the JVM came up (Ctrl-C) left
+# a broker without the stack's topics, which the next start skipped.
 cmd_start() {
-	kafka_node_running single && return 0
 	kafka_prepare
-	kafka_node_start single "$(kafka_cluster_id single)"
+	kafka_node_running single || kafka_node_start single "$(kafka_cluster_id single)"
 	kafka_wait "$(kafka_bootstrap single)" 1 single
 	kafka_topics "$(kafka_bootstrap single)" 1 1
 }

@@ -86,6 +86,9 @@ wait_gone() {
 lock() {
 	[[ "${STACK_LOCK_HELD:-}" == "$STACK" ]] && return 0
 	mkdir -p "$STACK"
+	if [[ -e "$STACK/.lock" && ! -w "$STACK/.lock" ]]; then
+		die "$STACK/.lock belongs to $(stat -c %U "$STACK/.lock") (an earlier run as another user, e.g. sudo make demo?); run as that user, or: sudo chown -R $(id -un) $STACK"
+	fi
 	exec 9>"$STACK/.lock"
 	flock -w "$((WAIT * 3))" 9 || die "another stack command holds $STACK/.lock"
 	export STACK_LOCK_HELD="$STACK"

@@ -95,12 +95,12 @@ ensure_packages() {
 	mapfile -t missing < <(missing_packages)
 	mapfile -t optional < <(optional_packages)
 	if ! is_root && ((${#optional[@]} > 0)); then
-		note "browser tests will skip; to run them: sudo apt-get install -y --no-install-recommends ${optional[*]}"
+		note "browser tests will skip; to run them: sudo apt-get update && sudo apt-get install -y --no-install-recommends ${optional[*]}"
 	elif ((${#optional[@]} > 0)); then
 		missing+=("${optional[@]}")
 	fi
 	if ((${#missing[@]} > 0)); then
-		is_root || die "missing packages; install them with: sudo apt-get install -y --no-install-recommends ${missing[*]}"
+		is_root || die "missing packages; install them with: sudo apt-get update && sudo apt-get install -y --no-install-recommends ${missing[*]}"
 		apt_install "${missing[@]}"
 		command -v redis-server >/dev/null 2>&1 || die "redis-server still missing after install"
 		[[ -n "$(pg_bin_dir)" ]] || die "PostgreSQL server binaries still missing after install"

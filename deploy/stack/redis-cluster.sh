@@ -204,6 +204,15 @@ rc_heal() {
 	for p in "$@"; do rc_node_start "$p"; done
 }
 
+# rc_unformed PORT...: no live node has a slot: a create interrupted before
+# it assigned them (a start would wait for a cluster that never forms).
+rc_unformed() {
+	local p
+	for p in "$@"; do
+		[[ "$(rc_info_field "$p" cluster_slots_assigned)" == 0 ]] || return 1
+	done
+}
+
 cmd_start() {
 	command -v redis-server >/dev/null 2>&1 || ensure_packages
 	mkdir -p "$CLUSTER_DIR"
@@ -215,6 +224,11 @@ cmd_start() {
 	if ((${#alive[@]} == 0)); then
 		# Nothing survives a full stop (no persistence), so a full start is
 		# a fresh cluster: no stale nodes.conf to reconcile.
+		rc_create
+		return 0
+	fi
+	if rc_unformed "${alive[@]}"; then
+		note "redis-cluster: its creation was interrupted (no node has a slot); creating it again"
 		rc_create
 		return 0
 	fi
