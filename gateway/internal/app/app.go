@@ -280,18 +280,27 @@ func (g *Gateway) ServeListeners(ctx context.Context, pub, adm net.Listener) err
 		defer close(drained)
 		g.drainProducerEvents(producer)
 	}(g.producer)
+	// The releases and settlements of failed purchases run past the HTTP
+	// drain, whose purchases may queue some: they stop once their queues
+	// are empty (or the shutdown timeout has passed), not with ctx.
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
 	eg, ctx := errgroup.WithContext(ctx)
 	eg.Go(func() error { return g.public.Serve(pub) })
 	eg.Go(func() error { return g.admin.Serve(adm) })
 	eg.Go(func() error { return g.watcher.Run(ctx, g.cfg.CatalogRefresh, g.cfg.StockPoll) })
 	eg.Go(func() error { g.runAdmission(ctx); return nil })
 	eg.Go(func() error { g.expireQueues(ctx); return nil })
-	eg.Go(func() error { g.api.Buyer.RunRetries(ctx); return nil })
-	eg.Go(func() error { g.api.Buyer.RunSettles(ctx); return nil })
+	eg.Go(func() error { g.api.Buyer.RunRetries(work); return nil })
+	eg.Go(func() error { g.api.Buyer.RunSettles(work); return nil })
 	eg.Go(func() error { g.dash.Run(ctx); return nil })
 	eg.Go(func() error {
 		<-ctx.Done()
-		return g.shutdown(pub, adm)
+		deadline := time.Now().Add(g.cfg.ShutdownTimeout)
+		err := g.shutdown(pub, adm)
+		g.waitBuyerIdle(deadline)
+		stopWork()
+		return err
 	})
 	err := eg.Wait()
 	g.Close()
@@ -421,6 +430,16 @@ func (g *Gateway) shutdown(pub, adm net.Listener) error {
 	}
 	g.log.Info("gateway stopped accepting; in-flight purchases drained")
 	return errors.Join(errs...)
+}
+
+// waitBuyerIdle waits, until deadline (the shutdown timeout from the
+// start of the shutdown), for the releases and settlements of failed
+// purchases to finish: a unit given back now is not left to the order
+// service's abandoned-reservation pass.
+func (g *Gateway) waitBuyerIdle(deadline time.Time) {
+	for !g.api.Buyer.Idle() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Close releases the clients; Serve calls it on the way out.

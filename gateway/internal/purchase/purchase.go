@@ -66,6 +66,9 @@ type Buyer struct {
 	// held orders waiting out a backoff (off their queues meanwhile).
 	releasesBackingOff atomic.Int64
 	settlesBackingOff  atomic.Int64
+	// working counts the releases and held orders RunRetries and
+	// RunSettles have taken off their queues and not finished yet.
+	working atomic.Int64
 	// stranded counts reservations given up on (a queue full, the attempts
 	// spent): their units stay reserved until a reconcile repair or the
 	// order service's abandoned-reservation pass.
@@ -343,20 +346,28 @@ func (b *Buyer) RunRetries(ctx context.Context) {
 			}
 			return
 		case r := <-b.retries:
-			if b.tryRelease(ctx, r) {
-				continue
-			}
-			r.attempts++
-			later(&b.releasesBackingOff, min(time.Duration(r.attempts)*100*time.Millisecond, 2*time.Second), func() {
-				select {
-				case b.retries <- r:
-				default:
-					b.stranded.Add(1)
-					b.log.Error("reservation not released and the retry queue is full; run reconcile", "order", r.orderID)
-				}
-			})
+			b.working.Add(1)
+			b.retryRelease(ctx, r)
+			b.working.Add(-1)
 		}
 	}
+}
+
+// retryRelease is one of RunRetries' attempts at r; a failed one goes back
+// on the queue after its backoff.
+func (b *Buyer) retryRelease(ctx context.Context, r release) {
+	if b.tryRelease(ctx, r) {
+		return
+	}
+	r.attempts++
+	later(&b.releasesBackingOff, min(time.Duration(r.attempts)*100*time.Millisecond, 2*time.Second), func() {
+		select {
+		case b.retries <- r:
+		default:
+			b.stranded.Add(1)
+			b.log.Error("reservation not released and the retry queue is full; run reconcile", "order", r.orderID)
+		}
+	})
 }
 
 // later runs f after d, counting it in n meanwhile.
@@ -397,34 +408,49 @@ func (b *Buyer) RunSettles(ctx context.Context) {
 			}
 			return
 		case h := <-b.unsettled:
-			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			s, err := b.settler.Settle(sctx, h.o)
-			cancel()
-			switch {
-			case err == nil && s == Abandoned:
-				b.releaseReserved(ctx, h.o.SaleID, h.o.ItemID, h.o.UserID, h.o.OrderID.String(), h.tokenID)
-				b.log.Info("held order settled as abandoned; unit given back", "order", h.o.OrderID)
-				continue
-			case err == nil && s == Placed:
-				// Accepted after all; its admission token stays spent.
-				b.recordAccepted(ctx, h.o.OrderID.String(), h.o.UserID)
-				b.log.Info("held order settled as placed", "order", h.o.OrderID)
-				continue
-			}
-			h.attempts++
-			if h.attempts >= settleAttempts {
-				b.stranded.Add(1)
-				b.log.Error("held order still not settled; its unit stays reserved until reconcile", "order", h.o.OrderID, "err", err)
-				continue
-			}
-			later(&b.settlesBackingOff, min(time.Duration(h.attempts)*200*time.Millisecond, 5*time.Second), func() {
-				select {
-				case b.unsettled <- h:
-				default:
-					b.stranded.Add(1)
-					b.log.Error("settle queue full; the unit stays reserved until reconcile", "order", h.o.OrderID)
-				}
-			})
+			b.working.Add(1)
+			b.settleHeld(ctx, h)
+			b.working.Add(-1)
 		}
 	}
+}
+
+// settleHeld is one of RunSettles' attempts at h; an unanswered one goes
+// back on the queue after its backoff, up to settleAttempts.
+func (b *Buyer) settleHeld(ctx context.Context, h heldOrder) {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	s, err := b.settler.Settle(sctx, h.o)
+	cancel()
+	switch {
+	case err == nil && s == Abandoned:
+		b.releaseReserved(ctx, h.o.SaleID, h.o.ItemID, h.o.UserID, h.o.OrderID.String(), h.tokenID)
+		b.log.Info("held order settled as abandoned; unit given back", "order", h.o.OrderID)
+		return
+	case err == nil && s == Placed:
+		// Accepted after all; its admission token stays spent.
+		b.recordAccepted(ctx, h.o.OrderID.String(), h.o.UserID)
+		b.log.Info("held order settled as placed", "order", h.o.OrderID)
+		return
+	}
+	h.attempts++
+	if h.attempts >= settleAttempts {
+		b.stranded.Add(1)
+		b.log.Error("held order still not settled; its unit stays reserved until reconcile", "order", h.o.OrderID, "err", err)
+		return
+	}
+	later(&b.settlesBackingOff, min(time.Duration(h.attempts)*200*time.Millisecond, 5*time.Second), func() {
+		select {
+		case b.unsettled <- h:
+		default:
+			b.stranded.Add(1)
+			b.log.Error("settle queue full; the unit stays reserved until reconcile", "order", h.o.OrderID)
+		}
+	})
+}
+
+// Idle reports whether no failed purchase's release or settlement is
+// queued, backing off or running: what a shutdown waits for once the HTTP
+// drain is over, before it stops RunRetries and RunSettles.
+func (b *Buyer) Idle() bool {
+	return b.held() == 0 && b.pendingReleases() == 0 && b.working.Load() == 0
 }

@@ -376,6 +376,46 @@ func TestHeldOrderSettledAsPlacedKeepsItsUnit(t *testing.T) {
 	}
 }
 
+// Idle, what a shutdown waits for before it stops RunSettles and
+// RunRetries, is false while a held order waits for its settlement, and
+// true once its unit is back.
+func TestIdleWaitsForHeldOrders(t *testing.T) {
+	ctx := testenv.Context(t)
+	rc, st, sale := admittedSale(t, 3)
+	const item = 1
+	settler := &flakySettler{fails: 3, then: Abandoned}
+	b := NewBuyer(rc, st, fakePublisher{errTimedOut}, settler, nil, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if !b.Idle() {
+		t.Fatal("a new buyer is not idle")
+	}
+	if _, err := b.Buy(ctx, sale, item, "alice", "ticket-1"); !errors.Is(err, ErrUnresolved) {
+		t.Fatalf("Buy: %v, want ErrUnresolved", err)
+	}
+	if b.Idle() {
+		t.Fatal("idle with a held order queued")
+	}
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go b.RunRetries(rctx)
+	go b.RunSettles(rctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for !b.Idle() {
+		if left, _ := st.Left(ctx, sale, item); left == 3 {
+			break // back, and idle at the next look
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not idle 10 s after a held order could be settled")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for !b.Idle() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if left, _ := st.Left(ctx, sale, item); !b.Idle() || left != 3 {
+		t.Errorf("idle %v with %d left, want idle once the unit is back (3)", b.Idle(), left)
+	}
+}
+
 // relayFirstSettler plays the order service writing a held order off
 // (abandoned) and its relay releasing the unit, without the token, before
 // the gateway's own release.
