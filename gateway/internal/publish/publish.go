@@ -336,8 +336,12 @@ func (p *Producer) Close(timeout time.Duration) int {
 	if p.inFlight.Load() > 0 {
 		c.Flush(int(timeout / time.Millisecond))
 	}
+	// Counted under the lock: a publish that got its Produce in before the
+	// lock is counted (and purged, so it gets its report instead of waiting
+	// for ever on a client closed without one); a straggling Produce after
+	// it meets a closed client: an error, not a crash.
+	p.swap.Lock()
 	left := int(p.inFlight.Load())
-	p.swap.Lock() // a straggling Produce then meets a closed client: an error, not a crash
 	closeClient(c, left > 0)
 	p.swap.Unlock()
 	p.clients.Wait() // a retired client's drain, and every forwarder

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"flashsale/tools/testenv"
 )
 
 // blackHole accepts connections and never answers: a broker that took the
@@ -95,5 +97,36 @@ func TestCloseAnswersPublishesStillWaiting(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a publish waiting at Close got no answer 10 s after it")
+	}
+}
+
+// A trial delivery refused locally (a message over the producer's size
+// limit: Produce fails at once) says nothing about the broker: the trial
+// is given back, and the next publish is the trial. Kept as taken, the
+// breaker waited for a trial that never reported and refused the
+// partition's orders for good.
+func TestTrialRefusedLocallyIsGivenBack(t *testing.T) {
+	ctx, ac := brokerAdmin(t)
+	topic := testTopic(t, ctx, ac, "test-publish-trial", 1)
+	p, err := newProducer(Config{Brokers: testenv.KafkaBrokers(), Topic: topic, Timeout: 5 * time.Second, Linger: time.Millisecond,
+		FailFastAfter: 1, FailFastFor: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(5 * time.Second)
+	go func() {
+		for range p.Events() {
+		}
+	}()
+	p.BrokersDown() // every breaker open
+	if err := p.Publish(7, []byte(`{}`)); !errors.Is(err, ErrNotPublished) {
+		t.Fatalf("publish with the breaker open: %v, want a refusal", err)
+	}
+	time.Sleep(100 * time.Millisecond) // past the cooldown: the next publish is the trial
+	if err := p.Publish(7, make([]byte, 2<<20)); err == nil {
+		t.Fatal("a 2 MiB message was published, want it refused by the producer")
+	}
+	if err := p.Publish(7, []byte(`{}`)); err != nil {
+		t.Fatalf("publish after a trial refused locally: %v, want it sent as the trial and acknowledged", err)
 	}
 }
