@@ -195,3 +195,35 @@ func TestRefillSkipsAShardThatIsNotLoaded(t *testing.T) {
 		t.Fatalf("refill with shard 1 lost: %d, %v; want shard 2's unit", n, err)
 	}
 }
+
+// A pause run twice on a slot (a retry, or one whose reply was lost)
+// returns the values the first took, and the markers keep them: the keys
+// go back from the markers alone. Before, the second pause returned
+// "missing" and the slot's units were lost once the repair gave up.
+func TestPauseTwiceKeepsTheValues(t *testing.T) {
+	_, s, l := movesStore(t, 2)
+	ctx := testenv.Context(t)
+	if err := s.Load(ctx, l.sale, []ItemStock{{ItemID: 1, Left: 40}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	keys := l.slotKeys(l.base(), []int64{1}) // the pool
+	pairs := []string{keys[0], PauseMarker(keys[0])}
+	for round := 1; round <= 2; round++ {
+		vals, err := s.pause.Exec(ctx, s.client, pairs, []string{pauseMarkerLife}).ToArray()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := vals[0].AsInt64(); err != nil || n != 20 {
+			t.Fatalf("pause %d returned %d (%v), want the pool's 20", round, n, err)
+		}
+	}
+	if _, err := s.Left(ctx, l.sale, 1); !errors.Is(err, ErrNotLoaded) {
+		t.Fatalf("left while paused: %v, want ErrNotLoaded", err)
+	}
+	if err := s.restoreFromMarkers(ctx, keys); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := s.Left(ctx, l.sale, 1); err != nil || left != 40 {
+		t.Fatalf("left after restoring from the markers: %d (%v), want 40", left, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -211,12 +212,22 @@ func (s *Store) reconcileSharded(ctx context.Context, l layout, itemIDs []int64,
 		for _, k := range keys {
 			pairs = append(pairs, k, PauseMarker(k))
 		}
-		vals, err := s.pause.Exec(ctx, s.client, pairs, []string{pauseMarkerLife}).ToArray()
+		// On the finishing context too: a pause the caller's deadline cut
+		// between Redis running it and its reply kept its slot's values
+		// only in the markers.
+		pctx, cancel := finish()
+		vals, err := s.pause.Exec(pctx, s.client, pairs, []string{pauseMarkerLife}).ToArray()
+		cancel()
 		if err == nil && len(vals) != len(keys) {
 			err = fmt.Errorf("%d values, want %d", len(vals), len(keys))
 		}
 		if err != nil {
-			return snap, errors.Join(fmt.Errorf("reconcile sale %d: pause %s: %w", l.sale, tag, err), restore(paused))
+			// The script may have run: this slot's values are in its
+			// markers (pause.lua), and go back from there.
+			fctx, cancel := finish()
+			defer cancel()
+			return snap, errors.Join(fmt.Errorf("reconcile sale %d: pause %s: %w", l.sale, tag, err), restore(paused),
+				s.restoreFromMarkers(fctx, keys))
 		}
 		for i, k := range keys {
 			if n, err := vals[i].AsInt64(); err == nil {
@@ -281,6 +292,28 @@ var pauseMarkerLife = strconv.Itoa(int(time.Minute.Milliseconds()))
 
 // finishTimeout bounds putting a paused sale's keys back.
 const finishTimeout = 10 * time.Second
+
+// restoreFromMarkers puts back the values pause.lua kept in the markers of
+// keys ("v:<n>"), where nothing wrote since: for a pause whose reply was
+// lost.
+func (s *Store) restoreFromMarkers(ctx context.Context, keys []string) error {
+	paused := map[string]*int64{}
+	for _, k := range keys {
+		m, err := s.client.Do(ctx, s.client.B().Get().Key(PauseMarker(k)).Build()).ToString()
+		if rueidis.IsRedisNil(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read pause marker of %s: %w", k, err)
+		}
+		if v, ok := strings.CutPrefix(m, "v:"); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				paused[k] = &n
+			}
+		}
+	}
+	return s.restore(ctx, paused)
+}
 
 // restore puts back the values pause took, where nothing wrote since.
 func (s *Store) restore(ctx context.Context, paused map[string]*int64) error {
