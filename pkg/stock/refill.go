@@ -133,6 +133,20 @@ func parseJournal(srcTag string, m map[string]string) []journalEntry {
 	return out
 }
 
+// FinishMoves applies the moves of a sharded sale left halfway (a gateway
+// timed out or died between a refill's take and its give) and returns the
+// units that landed. A refill does it when every source is dry; the
+// gateways' stock poll does it for an item that reads sold out, since then
+// nobody buys, no refill runs, and the last units would stay in a journal
+// while the sale showed SOLD_OUT and the queue stopped admitting.
+func (s *Store) FinishMoves(ctx context.Context, saleID int64) (int64, error) {
+	l, err := s.layout(saleID)
+	if err != nil || l.shards == 1 {
+		return 0, err
+	}
+	return s.finishMoves(ctx, l)
+}
+
 // finishMoves applies every move of the sale left halfway (its gateway
 // timed out or died between the take and the give) and returns the units
 // that landed because of it.

@@ -34,7 +34,8 @@ func NewWatcher(cat *Catalog, client rueidis.Client, st *stock.Store, log *slog.
 // Poll reads units left for every item of sales that have not ended.
 func (w *Watcher) Poll(ctx context.Context) error {
 	var items []*Item
-	var parts []int // keys per item: 1, or the pool and shards of a sharded item
+	var sales []int64 // each item's sale
+	var parts []int   // keys per item: 1, or the pool and shards of a sharded item
 	var cmds rueidis.Commands
 	now := time.Now()
 	for _, s := range w.cat.Sales() {
@@ -47,6 +48,7 @@ func (w *Watcher) Poll(ctx context.Context) error {
 				return err
 			}
 			items = append(items, it)
+			sales = append(sales, s.ID)
 			parts = append(parts, len(keys))
 			for _, k := range keys {
 				cmds = append(cmds, w.client.B().Get().Key(k).Build())
@@ -57,6 +59,7 @@ func (w *Watcher) Poll(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
+	dry := map[int64]bool{} // sales with a sharded item that reads sold out
 	res := w.client.DoMulti(ctx, cmds...)
 	for i, it := range items {
 		var left int64
@@ -80,6 +83,20 @@ func (w *Watcher) Poll(ctx context.Context) error {
 			it.live.left.Store(-1) // not loaded: unknown, not zero
 		default:
 			it.setLeft(left)
+			if left == 0 && parts[i] > 1 {
+				dry[sales[i]] = true
+			}
+		}
+	}
+	// A sharded item's last units may sit in a move journal (a refill cut
+	// between its take and its give); with the item reading sold out no
+	// refill would land them. Landed, they show at the next poll.
+	for saleID := range dry {
+		landed, err := w.stock.FinishMoves(ctx, saleID)
+		if err != nil {
+			errs = append(errs, err)
+		} else if landed > 0 {
+			w.log.Info("units of moves left halfway landed", "sale", saleID, "units", landed)
 		}
 	}
 	if len(errs) > 0 {

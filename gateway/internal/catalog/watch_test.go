@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,5 +128,62 @@ func TestReturnedStockClearsTheFlag(t *testing.T) {
 		if !it.SoldOut() {
 			t.Fatalf("announcing %q cleared the flag of item %d of sale %d", msg, itemID, saleID)
 		}
+	}
+}
+
+// A sharded item's last units left in a move journal (a gateway died
+// between a refill's take and its give) land when the poll reads the item
+// sold out: no purchase, hence no refill, would ever land them, and the
+// sale showed SOLD_OUT (its queue no longer admitting) with units left.
+func TestPollLandsMovesLeftHalfway(t *testing.T) {
+	c, pool, ctx := testCatalog(t)
+	saleID, itemID := createSale(t, ctx, pool)
+	if _, err := pool.Exec(ctx, `UPDATE flash_sale SET stock_shards = 2 WHERE id = $1`, saleID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sale, _ := c.Sale(saleID)
+	it, _ := sale.Item(itemID)
+	rc := testenv.RedisClient(t, testenv.RedisAddr())
+	st := stock.New(rc, stock.WithShards(c.Shards))
+	keys, err := st.StockKeys(saleID, itemID) // the pool, then the shards
+	if err != nil || len(keys) != 3 {
+		t.Fatalf("stock keys %v (%v), want a pool and 2 shards", keys, err)
+	}
+	tagOf := func(k string) string { return k[:strings.IndexByte(k, '}')+1] }
+	for _, k := range keys {
+		t.Cleanup(func() { _, _ = testenv.DeleteKeys(context.Background(), rc, tagOf(k)+"*") })
+	}
+	if err := st.Load(ctx, saleID, []stock.ItemStock{{ItemID: itemID, Left: 2}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	base := tagOf(keys[0])
+	// Both units taken out of the pool towards shard 0, never given: what
+	// move_take.lua leaves when its gateway dies before move_give.lua.
+	epoch, err := rc.Do(ctx, rc.B().Get().Key(base+":epoch").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if err := rc.Do(ctx, rc.B().Set().Key(k).Value("0").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rc.Do(ctx, rc.B().Hset().Key(base+":moves").FieldValue().FieldValue("m-test", keys[1]+" 2 "+epoch).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	w := NewWatcher(c, rc, st, slog.New(slog.DiscardHandler))
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx, time.Hour, 20*time.Millisecond) }()
+	t.Cleanup(func() { stop(); <-done })
+	deadline := time.Now().Add(2 * time.Second)
+	for it.Left() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the item reads %d left 2 s into polling every 20 ms, sold out %v; want the 2 units of the move left halfway landed", it.Left(), it.SoldOut())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
