@@ -227,3 +227,37 @@ func TestPauseTwiceKeepsTheValues(t *testing.T) {
 		t.Fatalf("left after restoring from the markers: %d (%v), want 40", left, err)
 	}
 }
+
+// A repair whose second look, on the paused sale, wants nothing after all
+// puts the paused stock back: the sale sells and releases as before.
+func TestRepairThatChangesItsMindPutsTheStockBack(t *testing.T) {
+	_, s, l := movesStore(t, 2)
+	ctx := testenv.Context(t)
+	if err := s.Load(ctx, l.sale, []ItemStock{{ItemID: 1, Left: 40}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reserve(ctx, l.sale, 1, "u1", "o1"); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	if _, err := s.Reconcile(ctx, l.sale, []int64{1}, func(context.Context, Snapshot) (*Copy, error) {
+		if calls++; calls == 1 {
+			return &Copy{Items: []ItemStock{{ItemID: 1, Left: 39}}, Holders: []Holder{{UserID: "u1", OrderID: "o1"}}}, nil
+		}
+		return nil, nil // paused, it looks again and wants nothing
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 {
+		t.Fatalf("decide called %d times, want 2 (live, then paused)", calls)
+	}
+	if left, err := s.Left(ctx, l.sale, 1); err != nil || left != 39 {
+		t.Fatalf("left after the repair changed its mind: %d (%v), want 39", left, err)
+	}
+	if ok, err := s.Release(ctx, l.sale, 1, "u1", "o1"); err != nil || !ok {
+		t.Fatalf("release after it: %v %v, want the unit back", ok, err)
+	}
+	if left, _ := s.Left(ctx, l.sale, 1); left != 40 {
+		t.Fatalf("left = %d, want 40", left)
+	}
+}
