@@ -340,8 +340,9 @@ func (c *Consumer) onRebalance(flush func() error, failed *error, retired *atomi
 			if err := flush(); err != nil {
 				*failed = err
 			}
-			c.stall.revoked(e.Partitions)
-			c.log.Info("partitions revoked", "count", len(e.Partitions), "lost", kc.AssignmentLost())
+			lost := kc.AssignmentLost()
+			c.stall.revoked(e.Partitions, lost, now)
+			c.log.Info("partitions revoked", "count", len(e.Partitions), "lost", lost)
 		}
 		return nil
 	}

@@ -14,3 +14,19 @@ func SetOnPoll(c *Consumer, f func(*kafka.Consumer)) { c.onPoll = f }
 func SetStallTimes(c *Consumer, after, every, grace time.Duration) {
 	c.stall.after, c.stall.every, c.stall.watch.Grace = after, every, grace
 }
+
+// DropAssignment stops kc reading its partitions, as a member whose
+// session timed out has lost them, without the group knowing: the stall
+// check's view of a member that lost its partitions and could not rejoin.
+// Call it in Run's goroutine (from SetOnPoll's f).
+func DropAssignment(c *Consumer, kc *kafka.Consumer) error {
+	parts, err := kc.Assignment()
+	if err != nil {
+		return err
+	}
+	if err := kc.Unassign(); err != nil {
+		return err
+	}
+	c.stall.revoked(parts, true, time.Now())
+	return nil
+}

@@ -33,7 +33,16 @@ type stallCheck struct {
 	every    time.Duration
 	next     time.Time
 	progress map[int32]time.Time // the partitions held: their last batch (or message error), or their assignment
-	watch    kafkastuck.Watch
+	// lostAt is when the group took the member's partitions away as lost
+	// (its session timed out: a broker outage longer than
+	// session.timeout.ms), zero once an assignment, even an empty one,
+	// came back. A member that cannot rejoin (fault scenario 2 caught one
+	// whose rejoin request sat in its coordinator's queue for a minute
+	// after the broker was back) holds no partition, so no partition of it
+	// can look stalled: while it has none and the cluster serves the
+	// topic's partitions with messages unread, the member is the suspect.
+	lostAt time.Time
+	watch  kafkastuck.Watch
 }
 
 func newStallCheck() *stallCheck {
@@ -65,14 +74,18 @@ func (s *stallCheck) due(now time.Time) bool { return !now.Before(s.next) }
 func (s *stallCheck) read(part int32, now time.Time) { s.progress[part] = now }
 
 func (s *stallCheck) assigned(tps []kafka.TopicPartition, now time.Time) {
+	s.lostAt = time.Time{}
 	for _, tp := range tps {
 		s.progress[tp.Partition] = now
 	}
 }
 
-func (s *stallCheck) revoked(tps []kafka.TopicPartition) {
+func (s *stallCheck) revoked(tps []kafka.TopicPartition, lost bool, now time.Time) {
 	for _, tp := range tps {
 		delete(s.progress, tp.Partition)
+	}
+	if lost && len(s.progress) == 0 {
+		s.lostAt = now
 	}
 }
 
@@ -88,6 +101,13 @@ func (c *Consumer) checkStall(now time.Time) []int32 {
 	var suspects []int32
 	for part, at := range s.progress {
 		if end, ok := ends[part]; ok && now.Sub(at) >= s.after && c.behind(part, end) {
+			suspects = append(suspects, part)
+		}
+	}
+	if !s.lostAt.IsZero() && len(s.progress) == 0 && now.Sub(s.lostAt) >= s.after {
+		// Lost and not back: every partition the group has not read is
+		// its concern (see lostAt).
+		for part := range ends {
 			suspects = append(suspects, part)
 		}
 	}
@@ -149,8 +169,13 @@ func (c *Consumer) replaceClient(stuck []int32, retired *atomic.Bool, flush func
 	if err != nil {
 		return retired, fmt.Errorf("replace the stuck kafka consumer: %w", err)
 	}
-	c.log.Warn("replacing the kafka consumer: partitions the cluster serves have messages it stopped reading (confluentinc/librdkafka#5430)",
-		"partitions", stuck, "no_message_for_at_least", c.stall.after)
+	if len(c.stall.progress) == 0 && !c.stall.lostAt.IsZero() {
+		c.log.Warn("replacing the kafka consumer: it lost its partitions and never got an assignment back, while the cluster serves partitions with messages unread",
+			"partitions", stuck, "lost_since", c.stall.lostAt)
+	} else {
+		c.log.Warn("replacing the kafka consumer: partitions the cluster serves have messages it stopped reading (confluentinc/librdkafka#5430)",
+			"partitions", stuck, "no_message_for_at_least", c.stall.after)
+	}
 	retired.Store(true)
 	c.processing.Store(true) // Ready: busy, not stalled, while the old client leaves
 	defer c.processing.Store(false)
@@ -165,6 +190,7 @@ func (c *Consumer) replaceClient(stuck []int32, retired *atomic.Bool, flush func
 	c.consumer = kc
 	c.logsDone = forwardLog(c.log, kc.Logs())
 	clear(c.stall.progress)
+	c.stall.lostAt = time.Now() // the new member has no assignment yet: see lostAt
 	c.metrics.ConsumerReplaced.Inc()
 	next, err := c.subscribe(flush, failed)
 	if err != nil {

@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,6 +93,68 @@ func TestStalledClientIsReplaced(t *testing.T) {
 	for _, ev := range second {
 		if st, _ := e.status(ev.OrderID); st == "" {
 			t.Fatalf("order %s of the stalled partitions not persisted", ev.OrderID)
+		}
+	}
+}
+
+// A member whose partitions were taken away as lost (its session timed out
+// during a broker outage) and that never got an assignment back (fault
+// scenario 2 caught its rejoin sitting in the coordinator's queue for a
+// minute) holds no partition, so none of it looked stalled, and nothing
+// was persisted again. While it has none and the cluster serves the
+// topic's partitions with messages unread, it is replaced.
+func TestLostMemberIsReplaced(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	sale := testdb.Sale(t, e.store, 100)
+	reader, err := lag.New(lag.Config{Brokers: testenv.KafkaBrokers(), Topic: e.topic, Group: e.group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reader.Close)
+	tracker := lag.NewTracker(reader, nil)
+	ctx, cancel := context.WithCancel(testenv.Context(t))
+	t.Cleanup(cancel)
+	go tracker.Run(ctx, 100*time.Millisecond)
+
+	var dropped atomic.Bool
+	drop := make(chan struct{})
+	r := e.startWith(e.store, 5*time.Second, func(cfg *consumer.Config) { cfg.Lag = tracker }, func(c *consumer.Consumer) {
+		consumer.SetStallTimes(c, time.Second, 100*time.Millisecond, 500*time.Millisecond)
+		consumer.SetOnPoll(c, func(kc *kafka.Consumer) {
+			select {
+			case <-drop:
+			default:
+				return
+			}
+			if parts, err := kc.Assignment(); err != nil || len(parts) == 0 || !dropped.CompareAndSwap(false, true) {
+				return
+			}
+			if err := consumer.DropAssignment(c, kc); err != nil {
+				t.Errorf("drop the assignment: %v", err)
+			}
+		})
+	})
+	var first []event.OrderPlaced
+	for i := range 10 {
+		first = append(first, orderEvent(sale, 0, "first-"+string(rune('a'+i))))
+	}
+	e.publishEvents(first...)
+	e.waitCommitted(10)
+	close(drop)
+	eventually(t, 10*time.Second, "the assignment dropped", func() (bool, string) { return dropped.Load(), "not yet" })
+	var second []event.OrderPlaced
+	for i := range 10 {
+		second = append(second, orderEvent(sale, 0, "second-"+string(rune('a'+i))))
+	}
+	e.publishEvents(second...)
+	e.waitCommitted(20) // within 20 s: the new client's
+	if n := testutil.ToFloat64(r.metrics.ConsumerReplaced); n != 1 {
+		t.Fatalf("consumer replaced %v times, want 1", n)
+	}
+	for _, ev := range second {
+		if st, _ := e.status(ev.OrderID); st == "" {
+			t.Fatalf("order %s published after the member lost its partitions not persisted", ev.OrderID)
 		}
 	}
 }
