@@ -5,6 +5,8 @@ package audit
 
 import (
 	"flashsale/pkg/event"
+	"slices"
+	"strings"
 
 	"context"
 	"errors"
@@ -59,8 +61,8 @@ type facts struct {
 	items []itemFacts
 	// orders are every row of the sale, in the order PostgreSQL returned them.
 	orders []orderRow
-	// holders is how many buyers Redis holds a unit for.
-	holders int
+	// holders are the buyers Redis holds a unit for: user -> order id.
+	holders map[string]string
 	// unreleased counts ended orders whose unit was not given back yet.
 	unreleased int64
 }
@@ -99,11 +101,9 @@ func read(ctx context.Context, pool *pgxpool.Pool, st *stock.Store, saleID int64
 	if f.orders, err = readOrders(ctx, pool, saleID); err != nil {
 		return f, err
 	}
-	holders, err := st.Holders(ctx, saleID)
-	if err != nil {
+	if f.holders, err = st.Holders(ctx, saleID); err != nil {
 		return f, err
 	}
-	f.holders = len(holders)
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM stock_release WHERE sale_id = $1 AND released_at IS NULL`, saleID).Scan(&f.unreleased); err != nil {
 		return f, fmt.Errorf("outbox: %w", err)
 	}
@@ -179,10 +179,29 @@ func readOrders(ctx context.Context, pool *pgxpool.Pool, saleID int64) ([]orderR
 func judge(f facts, accepted map[string]string) Verdict {
 	v := Verdict{StockConserved: true}
 	activeTotal := v.judgeItems(f.items)
-	v.judgeOrders(f.orders, accepted)
-	if int64(f.holders) != activeTotal {
+	active := v.judgeOrders(f.orders, accepted)
+	if int64(len(f.holders)) != activeTotal {
 		v.StockConserved = false
-		v.problem("Redis holds %d buyers, PostgreSQL %d active orders", f.holders, activeTotal)
+		v.problem("Redis holds %d buyers, PostgreSQL %d active orders", len(f.holders), activeTotal)
+	}
+	// Who holds, not only how many: a holder naming no active order (or
+	// another one) blocks its shopper, or lets one without it reserve
+	// again, whatever the counts say.
+	var wrong []string
+	for user, order := range f.holders {
+		if active[user] != order {
+			wrong = append(wrong, fmt.Sprintf("Redis holds %s for %s, PostgreSQL's active order is %q", order, user, active[user]))
+		}
+	}
+	for user, order := range active {
+		if _, ok := f.holders[user]; !ok {
+			wrong = append(wrong, fmt.Sprintf("%s holds active order %s, Redis no unit", user, order))
+		}
+	}
+	if len(wrong) > 0 {
+		v.StockConserved = false
+		slices.Sort(wrong)
+		v.problem("%d holders differ from the active orders: %s", len(wrong), strings.Join(wrong[:min(3, len(wrong))], "; "))
 	}
 	v.UnreleasedRejects = f.unreleased
 	if v.UnreleasedRejects > 0 {
@@ -231,10 +250,13 @@ func (v *Verdict) judgeItems(items []itemFacts) (activeTotal int64) {
 }
 
 // judgeOrders holds what the crowd was told against what PostgreSQL holds:
-// every 202 has its row for its user, no row nobody was told about, one
-// active order per user.
-func (v *Verdict) judgeOrders(orders []orderRow, accepted map[string]string) {
-	found := map[string]string{} // order id -> user
+// every 202 has its row for its user, and a row that is not REJECTED; no
+// row nobody was told about, one active order per user. It returns the
+// active orders, user -> order id.
+func (v *Verdict) judgeOrders(orders []orderRow, accepted map[string]string) (active map[string]string) {
+	active = map[string]string{}
+	found := map[string]string{}    // order id -> user
+	rejected := map[string]string{} // order id -> reason, of REJECTED rows
 	var activeByUser = map[string]int{}
 	// A gateway that could not confirm a publish writes the order REJECTED
 	// with this reason before answering 503 (it takes the order id, so a
@@ -245,8 +267,12 @@ func (v *Verdict) judgeOrders(orders []orderRow, accepted map[string]string) {
 	for _, o := range orders {
 		found[o.id] = o.user
 		abandoned[o.id] = o.status == "REJECTED" && (o.reason == PublishFailed || o.reason == event.RejectAbandoned)
+		if o.status == "REJECTED" {
+			rejected[o.id] = o.reason
+		}
 		if o.status == "PENDING" || o.status == "PAID" {
 			activeByUser[o.user]++
+			active[o.user] = o.id
 		}
 	}
 	for id, user := range accepted {
@@ -260,6 +286,18 @@ func (v *Verdict) judgeOrders(orders []orderRow, accepted map[string]string) {
 		case got != user:
 			v.Duplicates++
 			v.problem("order %s belongs to %s in PostgreSQL, was answered to %s", id, got, user)
+		case rejected[id] == soldOutInDB:
+			// Redis sold a unit PostgreSQL did not have.
+			v.Oversold++
+			v.problem("order %s was answered 202 but PostgreSQL had no unit for it (REJECTED %s)", id, soldOutInDB)
+		default:
+			if reason, ok := rejected[id]; ok {
+				// Told she won, then written off: a 202 not honoured
+				// (one answered before the broker's ack, or taken for
+				// abandoned while it was still being published).
+				v.Lost++
+				v.problem("order %s was answered 202 but is REJECTED (%s)", id, reason)
+			}
 		}
 	}
 	for id := range found {
@@ -276,4 +314,9 @@ func (v *Verdict) judgeOrders(orders []orderRow, accepted map[string]string) {
 			v.problem("user %s holds %d active orders", user, n)
 		}
 	}
+	return active
 }
+
+// soldOutInDB is the reason of an order PostgreSQL refused for lack of a
+// unit (ordersvc's store.ReasonSoldOutInDB): Redis sold one more than it had.
+const soldOutInDB = "SOLD_OUT_IN_DB"

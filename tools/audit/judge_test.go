@@ -12,11 +12,12 @@ import (
 // clean is a sale of one item of 3 units after a clean run: all sold to
 // u0..u2, Redis holds them, nothing left, nothing to release.
 func clean() (facts, map[string]string) {
-	f := facts{items: []itemFacts{{Item: Item{ID: 7, Quantity: 3, Sold: 3, Active: 3}}}, holders: 3}
+	f := facts{items: []itemFacts{{Item: Item{ID: 7, Quantity: 3, Sold: 3, Active: 3}}}, holders: map[string]string{}}
 	accepted := map[string]string{}
 	for i := range 3 {
 		id, user := fmt.Sprintf("o%d", i), fmt.Sprintf("u%d", i)
 		f.orders = append(f.orders, orderRow{id: id, user: user, status: "PENDING"})
+		f.holders[user] = id
 		accepted[id] = user
 	}
 	return f, accepted
@@ -45,7 +46,7 @@ func TestJudge(t *testing.T) {
 				f.items[0].Active = 4
 				f.orders = append(f.orders, orderRow{id: "o9", user: "u9", status: "PAID"})
 				a["o9"] = "u9"
-				f.holders = 4
+				f.holders["u9"] = "o9"
 			},
 			want: Verdict{Oversold: 1, StockConserved: false},
 			problems: []string{
@@ -133,14 +134,54 @@ func TestJudge(t *testing.T) {
 				f.orders[1].user = "u0"
 				a["o1"] = "u0"
 			},
-			want:     Verdict{Duplicates: 1, StockConserved: true},
-			problems: []string{"user u0 holds 2 active orders"},
+			want: Verdict{Duplicates: 1, StockConserved: false},
+			problems: []string{"user u0 holds 2 active orders",
+				`2 holders differ from the active orders: Redis holds o0 for u0, PostgreSQL's active order is "o1"; Redis holds o1 for u1, PostgreSQL's active order is ""`},
 		},
 		{
-			name:     "Redis holders apart from the active orders break conservation",
-			plant:    func(f *facts, _ map[string]string) { f.holders = 2 },
+			name:  "Redis holders apart from the active orders break conservation",
+			plant: func(f *facts, _ map[string]string) { delete(f.holders, "u2") },
+			want:  Verdict{StockConserved: false},
+			problems: []string{"Redis holds 2 buyers, PostgreSQL 3 active orders",
+				"1 holders differ from the active orders: u2 holds active order o2, Redis no unit"},
+		},
+		{
+			// as many holders as active orders, but not theirs: u2 could
+			// buy again, u9 is refused with no order
+			name: "a holder who is not the active order's shopper breaks conservation",
+			plant: func(f *facts, _ map[string]string) {
+				delete(f.holders, "u2")
+				f.holders["u9"] = "bogus"
+			},
 			want:     Verdict{StockConserved: false},
-			problems: []string{"Redis holds 2 buyers, PostgreSQL 3 active orders"},
+			problems: []string{"2 holders differ from the active orders: Redis holds bogus for u9, PostgreSQL's active order is \"\"; u2 holds active order o2, Redis no unit"},
+		},
+		{
+			name:     "a holder naming another order of its shopper breaks conservation",
+			plant:    func(f *facts, _ map[string]string) { f.holders["u1"] = "o-stale" },
+			want:     Verdict{StockConserved: false},
+			problems: []string{"1 holders differ from the active orders: Redis holds o-stale for u1, PostgreSQL's active order is \"o1\""},
+		},
+		{
+			// Redis sold a 4th unit of 3; PostgreSQL refused it
+			name: "a 202 PostgreSQL refused for lack of stock is an oversell",
+			plant: func(f *facts, a map[string]string) {
+				f.items[0].Rejected = 1
+				f.orders = append(f.orders, orderRow{id: "o9", user: "u9", status: "REJECTED", reason: "SOLD_OUT_IN_DB"})
+				a["o9"] = "u9"
+			},
+			want:     Verdict{Oversold: 1, StockConserved: true},
+			problems: []string{"order o9 was answered 202 but PostgreSQL had no unit for it (REJECTED SOLD_OUT_IN_DB)"},
+		},
+		{
+			name: "a 202 written off afterwards is lost",
+			plant: func(f *facts, a map[string]string) {
+				f.items[0].Rejected = 1
+				f.orders = append(f.orders, orderRow{id: "o9", user: "u9", status: "REJECTED", reason: PublishFailed})
+				a["o9"] = "u9"
+			},
+			want:     Verdict{Lost: 1, StockConserved: true},
+			problems: []string{"order o9 was answered 202 but is REJECTED (" + PublishFailed + ")"},
 		},
 		{
 			name:     "ended orders whose unit is not back yet are unreleased rejects",
