@@ -58,8 +58,10 @@ func Validate(ns store.NewSale) error {
 	if ns.StartsAt.IsZero() {
 		fail("startsAt: required")
 	}
-	if !ns.EndsAt.After(ns.StartsAt) {
-		fail("endsAt: must be after startsAt")
+	// PostgreSQL keeps microseconds: a window shorter than that passed
+	// here and failed the table's check, answered 503 as if to be retried.
+	if !ns.EndsAt.Truncate(time.Microsecond).After(ns.StartsAt.Truncate(time.Microsecond)) {
+		fail("endsAt: must be after startsAt (by a microsecond at least)")
 	}
 	if ns.PaymentTTL < time.Second || ns.PaymentTTL > MaxPaymentTTL {
 		fail("paymentTtl: want 1s..%s, got %s", MaxPaymentTTL, ns.PaymentTTL)

@@ -36,6 +36,12 @@ func TestValidate(t *testing.T) {
 		{"empty name", func(s *store.NewSale) { s.Name = "" }, []string{"name"}},
 		{"name too long", func(s *store.NewSale) { s.Name = strings.Repeat("x", 201) }, []string{"name"}},
 		{"ends before it starts", func(s *store.NewSale) { s.EndsAt = s.StartsAt }, []string{"endsAt"}},
+		// PostgreSQL keeps microseconds: this window was 0 there, and its
+		// check failed as a 503.
+		{"ends within the microsecond it starts", func(s *store.NewSale) {
+			s.StartsAt = s.StartsAt.Truncate(time.Microsecond).Add(100 * time.Nanosecond)
+			s.EndsAt = s.StartsAt.Add(800 * time.Nanosecond)
+		}, []string{"endsAt"}},
 		{"no payment ttl", func(s *store.NewSale) { s.PaymentTTL = 0 }, []string{"paymentTtl"}},
 		{"no items", func(s *store.NewSale) { s.Items = nil }, []string{"items"}},
 		{"three decimals", func(s *store.NewSale) { s.Items[0].Price = "1.999" }, []string{"items[0].price"}},
@@ -250,6 +256,10 @@ func TestDecodeCreateQueueSettings(t *testing.T) {
 	}{
 		{"no queue: none", base + `}`, store.DefaultQueue, false},
 		{"queued sale", base + `,"queue":{"enabled":true,"draw":false,"admissionRate":250,"powDifficulty":12}}`, store.Queue{Enabled: true, AdmissionRate: 250, PowDifficulty: 12}, false},
+		// What a queue object names goes over the defaults: {"enabled":
+		// true} alone made a sale admitting nobody (rate 0), with no draw.
+		{"a partial queue keeps the defaults it does not name", base + `,"queue":{"enabled":true}}`, store.Queue{Enabled: true, Draw: true, AdmissionRate: 100}, false},
+		{"a null queue: none", base + `,"queue":null}`, store.DefaultQueue, false},
 		{"proof of work too hard", base + `,"queue":{"enabled":true,"powDifficulty":40}}`, store.Queue{}, true},
 		{"negative rate", base + `,"queue":{"enabled":true,"admissionRate":-1}}`, store.Queue{}, true},
 	}

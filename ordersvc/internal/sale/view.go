@@ -44,7 +44,11 @@ func DecodeCreate(b []byte) (store.NewSale, error) {
 	if len(b) > MaxRequestBytes {
 		return store.NewSale{}, fmt.Errorf("%w: body of %d bytes, want at most %d", ErrInvalid, len(b), MaxRequestBytes)
 	}
-	var req CreateRequest
+	// A queue object fills in what it names over the defaults: a partial
+	// one ({"enabled": true}) made a sale admitting nobody (rate 0) with
+	// no draw.
+	defaults := QueueView(store.DefaultQueue)
+	req := CreateRequest{Queue: &defaults}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
