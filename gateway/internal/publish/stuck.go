@@ -50,14 +50,38 @@ func (p *Producer) checkStuck(now time.Time) {
 	}
 	var served []int32
 	if suspects := p.breakers.failingSince(now.Add(-p.stuck.after), now.Add(-p.stuck.after)); len(suspects) > 0 {
-		md, err := p.client.Load().GetMetadata(&p.topic, false, int(partitionsRetry/time.Millisecond))
-		if t, ok := topicOf(md, p.topic); err == nil && ok && t.Error.Code() == kafka.ErrNoError {
+		if t, ok := p.clusterTopic(); ok {
 			served = kafkastuck.Served(t, suspects)
 		}
 	}
 	if stuck := p.stuck.watch.Stuck(now, served); len(stuck) > 0 {
 		p.replaceClient(stuck)
 	}
+}
+
+// clusterTopic is what the cluster says of the topic: through the current
+// client, or, when that one has no answer, through a client of its own for
+// this one question. The current client may be the stuck one: fault 6b
+// caught one that, after the broker's freeze, held every broker for down
+// and answered no metadata for a minute while the cluster served every
+// partition, so the check never found a suspect served and never replaced
+// it. A fresh client costs a connection, made only while a partition has
+// been failing for the check's wait and the current client has no answer.
+func (p *Producer) clusterTopic() (kafka.TopicMetadata, bool) {
+	topic := func(c *kafka.Producer) (kafka.TopicMetadata, bool) {
+		md, err := c.GetMetadata(&p.topic, false, int(partitionsRetry/time.Millisecond))
+		t, ok := topicOf(md, p.topic)
+		return t, err == nil && ok && t.Error.Code() == kafka.ErrNoError
+	}
+	if t, ok := topic(p.client.Load()); ok {
+		return t, true
+	}
+	fresh, err := kafka.NewProducer(&p.conf)
+	if err != nil {
+		return kafka.TopicMetadata{}, false
+	}
+	defer fresh.Close()
+	return topic(fresh)
 }
 
 // replaceClient makes a new client take the next publishes, and closes

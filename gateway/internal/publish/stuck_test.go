@@ -245,3 +245,31 @@ func publishing(t *testing.T, p *Producer, n int) (stop func() int) {
 		return int(published.Load())
 	}
 }
+
+// The cluster's word on the topic comes through a client of its own when
+// the current one has none: fault 6b caught a client that, after the
+// broker's freeze, held every broker for down and answered no metadata,
+// so its replacement never came.
+func TestClusterTopicWithoutTheCurrentClient(t *testing.T) {
+	ctx, ac := brokerAdmin(t)
+	topic := testTopic(t, ctx, ac, "test-publish-cluster-topic", 2)
+	p, err := newProducer(Config{Brokers: testenv.KafkaBrokers(), Topic: topic, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(time.Second)
+	go func() {
+		for range p.Events() {
+		}
+	}()
+	// The current client: one that reaches no broker.
+	wedged, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": blackHole(t), "log_level": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.client.Swap(wedged).Close()
+	tm, ok := p.clusterTopic()
+	if !ok || len(tm.Partitions) != 2 {
+		t.Fatalf("cluster's topic through a fresh client: %v, %d partitions; want it, 2 partitions", ok, len(tm.Partitions))
+	}
+}
