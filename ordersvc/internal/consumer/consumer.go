@@ -90,8 +90,11 @@ type Consumer struct {
 	log      *slog.Logger
 	metrics  *metrics.Counters
 	consumer *kafka.Consumer // replaced by replaceClient, in Run's goroutine only
-	producer *kafka.Producer
-	stall    *stallCheck
+	producer *kafka.Producer // replaced by replaceProducer, in Run's goroutine only
+	// producerCfg makes a dead-letter producer (New, replaceProducer).
+	producerCfg       kafka.ConfigMap
+	producersReplaced atomic.Int64
+	stall             *stallCheck
 	logsDone chan struct{} // the consumer's log forwarder has ended
 
 	onPoll     func(*kafka.Consumer) // a test's look at the client before each poll (export_test.go)
@@ -121,6 +124,10 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 		// events.
 		"go.events.channel.size":  1000,
 		"go.produce.channel.size": 0,
+		// A dead letter not delivered within this is reported failed
+		// (librdkafka's default is 5 minutes), and deadLetter replaces
+		// the producer: the batch waits for its dead letters.
+		"message.timeout.ms": int(deadLetterTimeout / time.Millisecond),
 	}
 	cfg.Security.Apply(producerCfg)
 	kp, err := kafka.NewProducer(&producerCfg)
@@ -129,7 +136,7 @@ func New(cfg Config, st *store.Store, stk *stock.Store, rl *relay.Relay, log *sl
 		return nil, fmt.Errorf("create dead-letter producer: %w", err)
 	}
 	return &Consumer{cfg: cfg, store: st, stock: stk, relay: rl, log: log, metrics: m, consumer: kc, producer: kp,
-		stall: newStallCheck()}, nil
+		producerCfg: producerCfg, stall: newStallCheck()}, nil
 }
 
 // newGroupClient makes the librdkafka consumer of the group.
@@ -607,13 +614,29 @@ func actionFor(o store.Outcome) action {
 	return action{duplicate: true}
 }
 
+// deadLetterTimeout bounds a dead letter's delivery (message.timeout.ms).
+const deadLetterTimeout = 15 * time.Second
+
 // deadLetter produces dead, retrying until the dead-letter topic takes
-// them all or ctx ends.
+// them all or ctx ends. A delivery that timed out replaces the producer
+// before the next try: fault 6b caught one that, after the broker was
+// fenced for a moment, never delivered again (confluentinc/librdkafka#5430),
+// and the batch, every partition the member reads, waited for its dead
+// letters for good.
 func (c *Consumer) deadLetter(ctx context.Context, dead []deadLetter) error {
 	if len(dead) == 0 {
 		return nil
 	}
-	err := retry(ctx, c.log, c.metrics, "dead-letter", func() error { return c.produceDead(ctx, dead) })
+	err := retry(ctx, c.log, c.metrics, "dead-letter", func() error {
+		err := c.produceDead(ctx, dead)
+		var kerr kafka.Error
+		if errors.As(err, &kerr) && kerr.Code() == kafka.ErrMsgTimedOut {
+			if rerr := c.replaceProducer(); rerr != nil {
+				return errors.Join(err, rerr)
+			}
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("dead-letter %d messages: %w", len(dead), err)
 	}
@@ -800,6 +823,28 @@ func deadMessage(d deadLetter, topic *string, bare bool) *kafka.Message {
 		dm.Value = dm.Value[:maxDeadValue]
 	}
 	return dm
+}
+
+// replaceProducer puts a new dead-letter producer in the place of the
+// current one, whose deliveries time out. The old one is closed in the
+// background (its logs and events forwarders end with it). Run's
+// goroutine only.
+func (c *Consumer) replaceProducer() error {
+	kp, err := kafka.NewProducer(&c.producerCfg)
+	if err != nil {
+		return fmt.Errorf("replace the dead-letter producer: %w", err)
+	}
+	old := c.producer
+	c.producer = kp
+	forwardLog(c.log, kp.Logs())
+	go func(events chan kafka.Event) {
+		for range events {
+		}
+	}(kp.Events())
+	go old.Close()
+	c.producersReplaced.Add(1)
+	c.log.Warn("replaced the dead-letter producer: its deliveries timed out (confluentinc/librdkafka#5430)", "timeout_ms", c.producerCfg["message.timeout.ms"])
+	return nil
 }
 
 // commit stores offset+1 of the last message per partition for the

@@ -30,3 +30,27 @@ func DropAssignment(c *Consumer, kc *kafka.Consumer) error {
 	c.stall.revoked(parts, true, time.Now())
 	return nil
 }
+
+// SetDeadLetterProducer makes c's first dead-letter producer reach brokers
+// (a black hole, say) with deliveries timing out after timeout; a
+// replacement reaches the configured brokers with the same timeout. Call
+// it before Run.
+func SetDeadLetterProducer(c *Consumer, brokers string, timeout time.Duration) error {
+	c.producerCfg["message.timeout.ms"] = int(timeout / time.Millisecond)
+	first := kafka.ConfigMap{}
+	for k, v := range c.producerCfg {
+		first[k] = v
+	}
+	first["bootstrap.servers"] = brokers
+	kp, err := kafka.NewProducer(&first)
+	if err != nil {
+		return err
+	}
+	c.producer.Close()
+	c.producer = kp
+	return nil
+}
+
+// DeadLetterProducersReplaced is how many times deadLetter replaced the
+// producer.
+func DeadLetterProducersReplaced(c *Consumer) int64 { return c.producersReplaced.Load() }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -353,6 +354,44 @@ func TestNoCommitBeforeTheDeadLetter(t *testing.T) {
 	})
 	if got := e.committed(); got != 0 {
 		t.Fatalf("%d offsets committed while the dead letter was refused, want 0", got)
+	}
+}
+
+// A dead-letter producer whose deliveries time out (fault 6b caught one
+// that never delivered again after the broker's fencing) is replaced, and
+// the batch, which waits for its dead letters, goes on with the new one.
+// Here the first producer reaches a black hole.
+func TestDeadLetterProducerReplacedWhenItTimesOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	var c *consumer.Consumer
+	e.startWith(e.store, 5*time.Second, nil, func(cc *consumer.Consumer) {
+		c = cc
+		if err := consumer.SetDeadLetterProducer(cc, ln.Addr().String(), time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+	e.publish("garbage", []byte("not json"))
+	e.waitCommitted(1)
+	if n := consumer.DeadLetterProducersReplaced(c); n != 1 {
+		t.Errorf("dead-letter producer replaced %d times, want 1", n)
+	}
+	if dead := e.readDLQ(1); header(dead[0], consumer.HeaderReason) != consumer.ReasonInvalidPayload {
+		t.Errorf("dead letter %v, want the garbage's", dead[0].Headers)
 	}
 }
 
