@@ -95,7 +95,7 @@ type Consumer struct {
 	producerCfg       kafka.ConfigMap
 	producersReplaced atomic.Int64
 	stall             *stallCheck
-	logsDone chan struct{} // the consumer's log forwarder has ended
+	logsDone          chan struct{} // the consumer's log forwarder has ended
 
 	onPoll     func(*kafka.Consumer) // a test's look at the client before each poll (export_test.go)
 	joined     atomic.Bool           // an assignment arrived since Run started
