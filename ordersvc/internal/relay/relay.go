@@ -88,7 +88,7 @@ func (r *Relay) Drain(ctx context.Context, orderIDs []uuid.UUID) (int, error) {
 			return total, err
 		}
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
-		claimed, done, last, err := r.store.DrainReleasesAfter(bctx, orderIDs, BatchLimit, after, r.release)
+		claimed, done, last, err := r.store.DrainReleases(bctx, orderIDs, BatchLimit, after, r.release)
 		cancel()
 		total += done
 		failed += claimed - done

@@ -72,7 +72,7 @@ func outcomes(t *testing.T, st *store.Store, ids ...uuid.UUID) map[uuid.UUID]str
 	for _, id := range ids {
 		got[id] = ""
 	}
-	_, _, err := st.DrainReleases(testenv.Context(t), ids, 100, func(_ context.Context, rows []store.PendingRelease) []string {
+	_, _, _, err := st.DrainReleases(testenv.Context(t), ids, 100, store.Cursor{}, func(_ context.Context, rows []store.PendingRelease) []string {
 		for _, r := range rows {
 			got[r.OrderID] = "pending"
 		}

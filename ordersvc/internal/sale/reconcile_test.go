@@ -316,7 +316,7 @@ func (f *recFixture) drain(id uuid.UUID) {
 		}
 		var pending int
 		// A row claimed by another relay is skipped: poll until it is done.
-		if _, _, err := f.st.DrainReleases(f.ctx, []uuid.UUID{id}, 1, func(_ context.Context, rows []store.PendingRelease) []string {
+		if _, _, _, err := f.st.DrainReleases(f.ctx, []uuid.UUID{id}, 1, store.Cursor{}, func(_ context.Context, rows []store.PendingRelease) []string {
 			pending = len(rows)
 			return nil
 		}); err != nil {

@@ -33,16 +33,6 @@ type PendingRelease struct {
 // "" leaves that row pending for a later pass (e.g. Redis was unreachable).
 type ReleaseFunc func(ctx context.Context, rows []PendingRelease) []string
 
-// DrainReleases claims up to limit pending outbox rows (only those of
-// orderIDs when it is non-empty) with FOR UPDATE SKIP LOCKED, so several
-// relays can run at once without handing a row out twice, calls release on
-// them inside the transaction, and records the outcomes. It returns how many
-// rows it claimed and how many it marked done.
-func (s *Store) DrainReleases(ctx context.Context, orderIDs []uuid.UUID, limit int, release ReleaseFunc) (claimed, done int, err error) {
-	claimed, done, _, err = s.DrainReleasesAfter(ctx, orderIDs, limit, Cursor{}, release)
-	return claimed, done, err
-}
-
 // Cursor is a place in the outbox's order (oldest first); the zero Cursor
 // is before every row.
 type Cursor struct {
@@ -50,12 +40,16 @@ type Cursor struct {
 	OrderID   uuid.UUID
 }
 
-// DrainReleasesAfter is DrainReleases over the rows after the cursor
-// after; it also returns the cursor of the last row it claimed, from which
-// the next call goes on. A pass that goes on from there, instead of from
-// the oldest row again, is not held by rows whose releases keep failing (a
-// Redis node down for one sale's keys): every row gets its turn.
-func (s *Store) DrainReleasesAfter(ctx context.Context, orderIDs []uuid.UUID, limit int, after Cursor, release ReleaseFunc) (claimed, done int, last Cursor, err error) {
+// DrainReleases claims up to limit pending outbox rows after the cursor
+// after (only those of orderIDs when it is non-empty) with FOR UPDATE SKIP
+// LOCKED, so several relays can run at once without handing a row out
+// twice, calls release on them inside the transaction, and records the
+// outcomes. It returns how many rows it claimed and how many it marked
+// done, and the cursor of the last row it claimed, from which the next
+// call goes on. A pass that goes on from there, instead of from the oldest
+// row again, is not held by rows whose releases keep failing (a Redis node
+// down for one sale's keys): every row gets its turn.
+func (s *Store) DrainReleases(ctx context.Context, orderIDs []uuid.UUID, limit int, after Cursor, release ReleaseFunc) (claimed, done int, last Cursor, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var rows pgx.Rows
 		var err error

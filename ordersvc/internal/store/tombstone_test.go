@@ -69,7 +69,7 @@ func TestLateCopyOfAbandonedOrder(t *testing.T) {
 	// The consumer hands a REJECTED duplicate to the relay (Outcome.Redead);
 	// the relay finds the gateway's outbox row only, for the late copy's own
 	// order id (the release script gives back nothing once the gateway did).
-	claimed, _, err := st.DrainReleases(ctx, []uuid.UUID{late.OrderID}, 10, func(_ context.Context, rows []store.PendingRelease) []string {
+	claimed, _, _, err := st.DrainReleases(ctx, []uuid.UUID{late.OrderID}, 10, store.Cursor{}, func(_ context.Context, rows []store.PendingRelease) []string {
 		out := make([]string, len(rows))
 		for i, r := range rows {
 			if r.OrderID != late.OrderID || r.Reason != "PUBLISH_FAILED" {
