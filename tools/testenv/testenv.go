@@ -436,3 +436,36 @@ func FreshDatabase(t testing.TB) string {
 	u.Path = "/" + name
 	return u.String()
 }
+
+// BlackHole listens on a loopback port that accepts connections and never
+// answers: a server that took the request and said nothing, as a frozen or
+// partitioned one looks. Everything closes when the test ends.
+func BlackHole(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}

@@ -3,7 +3,6 @@ package catalog
 import (
 	"context"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,22 +32,7 @@ func TestStockPollSurvivesAHungDatabase(t *testing.T) {
 	}
 	it, _ := sale.Item(itemID)
 
-	// A "database" that takes connections and never answers.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { conn.Close() })
-		}
-	}()
-	hung, err := pgxpool.New(ctx, "postgres://nobody@"+ln.Addr().String()+"/none?sslmode=disable")
+	hung, err := pgxpool.New(ctx, "postgres://nobody@"+testenv.BlackHole(t)+"/none?sslmode=disable")
 	if err != nil {
 		t.Fatal(err)
 	}

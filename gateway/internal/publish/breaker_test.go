@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"flashsale/tools/testenv"
 )
 
 // The breaker's states, step by step, on a clock the test moves.
@@ -124,7 +126,7 @@ func TestBreaker(t *testing.T) {
 // (maybe written), then the producer refuses at once without taking the
 // event (never written), so the caller gives the unit back immediately.
 func TestPublishFailsFastOnceTheBrokerFailed(t *testing.T) {
-	p, err := New(Config{Brokers: blackHole(t), Topic: "flash-sale-orders", Timeout: 200 * time.Millisecond,
+	p, err := New(Config{Brokers: testenv.BlackHole(t), Topic: "flash-sale-orders", Timeout: 200 * time.Millisecond,
 		FailFastAfter: 2, FailFastFor: time.Hour})
 	if err != nil {
 		t.Fatal(err)

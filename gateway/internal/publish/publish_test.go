@@ -3,49 +3,15 @@ package publish
 import (
 	"bytes"
 	"errors"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"flashsale/tools/testenv"
 )
 
-// blackHole accepts connections and never answers: a broker that took the
-// request and said nothing, as a frozen or partitioned one looks.
-func blackHole(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
-
 // Which failures say "never written" and which say "maybe written".
 func TestPublishFailureKinds(t *testing.T) {
-	p, err := New(Config{Brokers: blackHole(t), Topic: "flash-sale-orders", Timeout: 500 * time.Millisecond})
+	p, err := New(Config{Brokers: testenv.BlackHole(t), Topic: "flash-sale-orders", Timeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +44,7 @@ func TestPublishFailureKinds(t *testing.T) {
 // on it) gets an answer, unconfirmed, so its caller settles the order;
 // without the purge it waited for ever on the closed producer.
 func TestCloseAnswersPublishesStillWaiting(t *testing.T) {
-	p, err := New(Config{Brokers: blackHole(t), Topic: "flash-sale-orders", Timeout: time.Minute})
+	p, err := New(Config{Brokers: testenv.BlackHole(t), Topic: "flash-sale-orders", Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

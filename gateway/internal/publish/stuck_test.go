@@ -130,7 +130,7 @@ func TestStuckClientIsReplaced(t *testing.T) {
 // A partition failing while the cluster does not answer (every broker
 // gone) is an outage, not a stuck client.
 func TestUnreachableClusterKeepsTheClient(t *testing.T) {
-	p, err := newProducer(Config{Brokers: blackHole(t), Topic: "flash-sale-orders", Timeout: 200 * time.Millisecond,
+	p, err := newProducer(Config{Brokers: testenv.BlackHole(t), Topic: "flash-sale-orders", Timeout: 200 * time.Millisecond,
 		FailFastAfter: 1, FailFastFor: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +263,7 @@ func TestClusterTopicWithoutTheCurrentClient(t *testing.T) {
 		}
 	}()
 	// The current client: one that reaches no broker.
-	wedged, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": blackHole(t), "log_level": 0})
+	wedged, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": testenv.BlackHole(t), "log_level": 0})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -364,24 +363,10 @@ func TestNoCommitBeforeTheDeadLetter(t *testing.T) {
 func TestDeadLetterProducerReplacedWhenItTimesOut(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-		}
-	}()
 	var c *consumer.Consumer
 	e.startWith(e.store, 5*time.Second, nil, func(cc *consumer.Consumer) {
 		c = cc
-		if err := consumer.SetDeadLetterProducer(cc, ln.Addr().String(), time.Second); err != nil {
+		if err := consumer.SetDeadLetterProducer(cc, testenv.BlackHole(t), time.Second); err != nil {
 			t.Fatal(err)
 		}
 	})

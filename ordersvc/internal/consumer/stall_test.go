@@ -12,6 +12,7 @@ import (
 
 	"flashsale/ordersvc/internal/consumer"
 	"flashsale/ordersvc/internal/lag"
+	"flashsale/ordersvc/internal/store"
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/event"
 	"flashsale/tools/testenv"
@@ -25,15 +26,7 @@ func TestStalledClientIsReplaced(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	sale := testdb.Sale(t, e.store, 100)
-	reader, err := lag.New(lag.Config{Brokers: testenv.KafkaBrokers(), Topic: e.topic, Group: e.group})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(reader.Close)
-	tracker := lag.NewTracker(reader, nil)
-	ctx, cancel := context.WithCancel(testenv.Context(t))
-	t.Cleanup(cancel)
-	go tracker.Run(ctx, 100*time.Millisecond)
+	tracker := e.lagTracker()
 
 	var mu sync.Mutex
 	var stalled *kafka.Consumer // the client whose partitions were paused
@@ -81,20 +74,7 @@ func TestStalledClientIsReplaced(t *testing.T) {
 		defer mu.Unlock()
 		return stalled != nil, "not yet"
 	})
-	var second []event.OrderPlaced
-	for i := range 10 {
-		second = append(second, orderEvent(sale, 0, "second-"+string(rune('a'+i))))
-	}
-	e.publishEvents(second...)
-	e.waitCommitted(20) // within 20 s: the new client's
-	if n := testutil.ToFloat64(r.metrics.ConsumerReplaced); n != 1 {
-		t.Fatalf("consumer replaced %v times, want 1", n)
-	}
-	for _, ev := range second {
-		if st, _ := e.status(ev.OrderID); st == "" {
-			t.Fatalf("order %s of the stalled partitions not persisted", ev.OrderID)
-		}
-	}
+	e.persistedByANewClient(r, sale, "of the stalled partitions")
 }
 
 // A member whose partitions were taken away as lost (its session timed out
@@ -107,15 +87,7 @@ func TestLostMemberIsReplaced(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	sale := testdb.Sale(t, e.store, 100)
-	reader, err := lag.New(lag.Config{Brokers: testenv.KafkaBrokers(), Topic: e.topic, Group: e.group})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(reader.Close)
-	tracker := lag.NewTracker(reader, nil)
-	ctx, cancel := context.WithCancel(testenv.Context(t))
-	t.Cleanup(cancel)
-	go tracker.Run(ctx, 100*time.Millisecond)
+	tracker := e.lagTracker()
 
 	var dropped atomic.Bool
 	drop := make(chan struct{})
@@ -143,6 +115,30 @@ func TestLostMemberIsReplaced(t *testing.T) {
 	e.waitCommitted(10)
 	close(drop)
 	eventually(t, 10*time.Second, "the assignment dropped", func() (bool, string) { return dropped.Load(), "not yet" })
+	e.persistedByANewClient(r, sale, "published after the member lost its partitions")
+}
+
+// lagTracker reads the env's group lag every 100 ms until the test ends:
+// the reading the stall check needs.
+func (e *env) lagTracker() *lag.Tracker {
+	e.t.Helper()
+	reader, err := lag.New(lag.Config{Brokers: testenv.KafkaBrokers(), Topic: e.topic, Group: e.group})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(reader.Close)
+	tracker := lag.NewTracker(reader, nil)
+	ctx, cancel := context.WithCancel(testenv.Context(e.t))
+	e.t.Cleanup(cancel)
+	go tracker.Run(ctx, 100*time.Millisecond)
+	return tracker
+}
+
+// persistedByANewClient publishes 10 orders of sale after 10 committed
+// ones and checks that r's consumer was replaced once and that the new
+// client persisted every one (what names them in the failure).
+func (e *env) persistedByANewClient(r *running, sale store.Sale, what string) {
+	e.t.Helper()
 	var second []event.OrderPlaced
 	for i := range 10 {
 		second = append(second, orderEvent(sale, 0, "second-"+string(rune('a'+i))))
@@ -150,11 +146,11 @@ func TestLostMemberIsReplaced(t *testing.T) {
 	e.publishEvents(second...)
 	e.waitCommitted(20) // within 20 s: the new client's
 	if n := testutil.ToFloat64(r.metrics.ConsumerReplaced); n != 1 {
-		t.Fatalf("consumer replaced %v times, want 1", n)
+		e.t.Fatalf("consumer replaced %v times, want 1", n)
 	}
 	for _, ev := range second {
 		if st, _ := e.status(ev.OrderID); st == "" {
-			t.Fatalf("order %s published after the member lost its partitions not persisted", ev.OrderID)
+			e.t.Fatalf("order %s %s not persisted", ev.OrderID, what)
 		}
 	}
 }
