@@ -36,7 +36,6 @@ var exempt = map[string]string{
 	"POST /admin/sales/{saleId}/reconcile 503":         "PostgreSQL or Redis not answering",
 	"GET /admin/sales/{saleId}/status 503":             "PostgreSQL not answering",
 	"POST /webhooks/payment 503":                       "PostgreSQL not answering",
-	"POST /admin/sales/{saleId}/load-stock 409":        "the consumer group lagging or the sale's keys changing meanwhile (ordersvc/internal/api, faults/reconcile_test.go)",
 	"POST /admin/sales/{saleId}/reconcile 409":         "the consumer group lagging (ordersvc/internal/sale reconcile tests)",
 	"GET /readyz 503":                                  "draining or a dependency down (ordersvc/internal/app, gateway/internal/app tests)",
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -164,11 +165,18 @@ func (c *contract) ordersvcAdmin(sl sale) {
 		return r.want(want, call{on: ordersvcAdmin, method: http.MethodGet, path: path, token: c.admin})
 	}
 	post(http.StatusBadRequest, "/admin/sales", []byte(`{"name":""}`))
+	c.createOnce()
 	get(http.StatusOK, "/admin/sales/"+id)
 	get(http.StatusNotFound, "/admin/sales/999999999")
 	get(http.StatusBadRequest, "/admin/sales/0"+id)
 	post(http.StatusNotFound, "/admin/sales/999999999/load-stock", nil)
 	post(http.StatusBadRequest, "/admin/sales/x/load-stock", nil)
+	// The sale is open and loaded: a second load would drop its
+	// reservations in flight.
+	if b := post(http.StatusConflict, "/admin/sales/"+id+"/load-stock", nil); !strings.Contains(string(b), `"SALE_LIVE"`) {
+		c.t.Errorf("second load of an open sale: %s, want SALE_LIVE", b)
+	}
+	post(http.StatusBadRequest, "/admin/sales/"+id+"/load-stock?force=maybe", nil)
 	post(http.StatusOK, "/admin/sales/"+id+"/reconcile", nil)
 	post(http.StatusOK, "/admin/sales/"+id+"/reconcile?repair=true", nil)
 	post(http.StatusBadRequest, "/admin/sales/"+id+"/reconcile?repair=maybe", nil)
@@ -180,6 +188,36 @@ func (c *contract) ordersvcAdmin(sl sale) {
 	}
 	get(http.StatusNotFound, "/admin/sales/999999999/status")
 	get(http.StatusBadRequest, "/admin/sales/+1/status")
+}
+
+// createOnce: create-sale under an Idempotency-Key makes one sale; a retry
+// gets it again, the key with another request 422.
+func (c *contract) createOnce() {
+	key := map[string]string{"Idempotency-Key": "contract-" + uuid.NewString()}
+	ns := adminapi.NewSale{Name: c.t.Name() + "-once", StartsAt: time.Now().Add(time.Hour).UTC().Truncate(time.Second),
+		PaymentTTLSeconds: 600, Items: []adminapi.NewSaleItem{{ProductID: "sku", Name: "item", Price: "1.00", Quantity: 1}}}
+	ns.EndsAt = ns.StartsAt.Add(time.Hour)
+	create := func(want int, body []byte, h map[string]string) []byte {
+		return c.r.want(want, call{on: ordersvcAdmin, method: http.MethodPost, path: "/admin/sales", token: c.admin, body: body, header: h})
+	}
+	var first, again adminapi.Sale
+	if err := json.Unmarshal(create(http.StatusCreated, mustJSON(c.t, ns), key), &first); err != nil {
+		c.t.Fatal(err)
+	}
+	// The same sale spelt otherwise (indented) is the same request.
+	indented, err := json.MarshalIndent(ns, "", "  ")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := json.Unmarshal(create(http.StatusCreated, indented, key), &again); err != nil {
+		c.t.Fatal(err)
+	}
+	if again.ID != first.ID {
+		c.t.Errorf("retry with the same Idempotency-Key: sale %d, want the first call's %d", again.ID, first.ID)
+	}
+	ns.Items[0].Quantity = 2
+	create(http.StatusUnprocessableEntity, mustJSON(c.t, ns), key)
+	create(http.StatusBadRequest, mustJSON(c.t, ns), map[string]string{"Idempotency-Key": "with space"})
 }
 
 // queue: the waiting room of a queued sale, and a sale with proof of work.

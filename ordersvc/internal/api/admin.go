@@ -108,20 +108,37 @@ func saleID(ctx *fasthttp.RequestCtx) (int64, bool) {
 	return id, true
 }
 
+// Create-sale's idempotency headers: a request with a key makes its sale
+// once, and a retry's answer says it was replayed.
+const (
+	HeaderIdempotencyKey     = "Idempotency-Key"
+	HeaderIdempotentReplayed = "Idempotent-Replayed"
+)
+
+// createSale creates a sale: 201 with the sale. With an Idempotency-Key
+// header a retry gets the same sale (201, Idempotent-Replayed: true) and the
+// key with another request 422 IDEMPOTENCY_KEY_REUSED.
 func (a *Admin) createSale(base context.Context, rctx *fasthttp.RequestCtx) {
 	ns, err := sale.DecodeCreate(rctx.PostBody())
 	if err != nil {
 		writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, err.Error())
 		return
 	}
+	key := string(rctx.Request.Header.Peek(HeaderIdempotencyKey))
 	ctx, cancel := context.WithTimeout(base, AdminTimeout)
 	defer cancel()
-	v, err := a.sales.Create(ctx, ns)
+	v, replayed, err := a.sales.CreateOnce(ctx, key, ns)
 	if err != nil {
 		a.fail(rctx, "create sale", err)
 		return
 	}
-	a.log.Info("sale created", "sale", v.ID, "items", len(v.Items))
+	if replayed {
+		// The answer the first call got: the retry changes nothing.
+		a.log.Info("sale create replayed", "sale", v.ID, "idempotencyKey", key)
+		rctx.Response.Header.Set(HeaderIdempotentReplayed, "true")
+	} else {
+		a.log.Info("sale created", "sale", v.ID, "items", len(v.Items))
+	}
 	writeJSON(rctx, fasthttp.StatusCreated, v)
 }
 
@@ -140,14 +157,36 @@ func (a *Admin) getSale(base context.Context, rctx *fasthttp.RequestCtx) {
 	writeJSON(rctx, fasthttp.StatusOK, v)
 }
 
+// boolQuery reads an optional true/false query argument (false when absent);
+// it answers 400 itself and returns ok false when the value is neither.
+func boolQuery(rctx *fasthttp.RequestCtx, name string) (v, ok bool) {
+	args := rctx.QueryArgs()
+	if !args.Has(name) {
+		return false, true
+	}
+	v, err := strconv.ParseBool(string(args.Peek(name)))
+	if err != nil {
+		writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, name+" must be true or false")
+		return false, false
+	}
+	return v, true
+}
+
+// loadStock writes the sale's Redis copy from PostgreSQL (sale.LoadStock):
+// 409 SALE_LIVE when the sale is open and already loaded, unless
+// ?force=true.
 func (a *Admin) loadStock(base context.Context, rctx *fasthttp.RequestCtx) {
 	id, ok := saleID(rctx)
 	if !ok {
 		return
 	}
+	force, ok := boolQuery(rctx, "force")
+	if !ok {
+		return
+	}
 	ctx, cancel := a.longOp(base)
 	defer cancel()
-	res, err := a.sales.LoadStock(ctx, id)
+	res, err := a.sales.LoadStock(ctx, id, force)
 	if err != nil {
 		a.fail(rctx, "load stock", err)
 		return
@@ -166,15 +205,9 @@ func (a *Admin) reconcile(base context.Context, rctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	repair := false
-	if args := rctx.QueryArgs(); args.Has("repair") {
-		v := args.Peek("repair")
-		b, err := strconv.ParseBool(string(v))
-		if err != nil {
-			writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, "repair must be true or false")
-			return
-		}
-		repair = b
+	repair, ok := boolQuery(rctx, "repair")
+	if !ok {
+		return
 	}
 	ctx, cancel := a.longOp(base)
 	defer cancel()
@@ -219,6 +252,10 @@ func (a *Admin) fail(rctx *fasthttp.RequestCtx, op string, err error) {
 		writeError(rctx, fasthttp.StatusNotFound, CodeNotFound, "no such sale")
 	case errors.Is(err, sale.ErrInvalid):
 		writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, err.Error())
+	case errors.Is(err, sale.ErrKeyReused):
+		writeError(rctx, fasthttp.StatusUnprocessableEntity, CodeKeyReused, "the idempotency key already made another sale; use a new key for a new sale")
+	case errors.Is(err, sale.ErrLive):
+		writeError(rctx, fasthttp.StatusConflict, CodeSaleLive, err.Error())
 	case errors.Is(err, stock.ErrBusy), errors.Is(err, sale.ErrWriting):
 		rctx.Response.Header.Set("Retry-After", "1")
 		writeError(rctx, fasthttp.StatusConflict, CodeBusy, err.Error())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -60,6 +61,12 @@ type response struct {
 
 func do(t *testing.T, c *fasthttp.Client, method, path, authz, body string) response {
 	t.Helper()
+	return doWith(t, c, method, path, authz, body, nil)
+}
+
+// doWith is do with more request headers.
+func doWith(t *testing.T, c *fasthttp.Client, method, path, authz, body string, header map[string]string) response {
+	t.Helper()
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -72,11 +79,14 @@ func do(t *testing.T, c *fasthttp.Client, method, path, authz, body string) resp
 		req.SetBodyString(body)
 		req.Header.SetContentType("application/json")
 	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
 	if err := c.DoTimeout(req, resp, 10*time.Second); err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	r := response{status: resp.StatusCode(), header: map[string]string{}, raw: string(resp.Body())}
-	for _, k := range []string{"Retry-After", "Content-Type"} {
+	for _, k := range []string{"Retry-After", "Content-Type", api.HeaderIdempotentReplayed} {
 		r.header[k] = string(resp.Header.Peek(k))
 	}
 	if strings.HasPrefix(r.header["Content-Type"], "application/json") {
@@ -233,6 +243,43 @@ func TestGetOrderDatabaseDown(t *testing.T) {
 	}
 }
 
+// A create-sale under an Idempotency-Key is made once: the retry gets the
+// same sale, says so in Idempotent-Replayed, and the key with another
+// request gets 422; a malformed key is a 400 that creates nothing.
+func TestCreateSaleIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	st := store.New(testdb.Pool(t))
+	c := serve(t, api.NewAdmin(sale.NewService(st, nil), adminToken, api.NewHealth(st, metrics.New(), nil), nil, quiet).Handler(context.Background()))
+	bearer := "Bearer " + string(adminToken)
+	opens := time.Now().Add(24 * time.Hour).UTC().Truncate(time.Second)
+	body := func(quantity int) string {
+		return fmt.Sprintf(`{"name":"once","startsAt":%q,"endsAt":%q,"paymentTtlSeconds":600,"items":[{"name":"n","price":"1.00","quantity":%d}]}`,
+			opens.Format(time.RFC3339), opens.Add(time.Hour).Format(time.RFC3339), quantity)
+	}
+	key := map[string]string{api.HeaderIdempotencyKey: "job-" + uuid.NewString()}
+
+	first := doWith(t, c, "POST", "/admin/sales", bearer, body(3), key)
+	again := doWith(t, c, "POST", "/admin/sales", bearer, body(3), key)
+	if first.status != 201 || again.status != 201 {
+		t.Fatalf("create, then its retry: %d %s, %d %s; want 201 twice", first.status, first.raw, again.status, again.raw)
+	}
+	if first.body["id"] != again.body["id"] {
+		t.Errorf("the retry made sale %v, the first call %v: want one sale", again.body["id"], first.body["id"])
+	}
+	if first.header[api.HeaderIdempotentReplayed] != "" || again.header[api.HeaderIdempotentReplayed] != "true" {
+		t.Errorf("Idempotent-Replayed: first %q, retry %q; want none, then true",
+			first.header[api.HeaderIdempotentReplayed], again.header[api.HeaderIdempotentReplayed])
+	}
+	if r := doWith(t, c, "POST", "/admin/sales", bearer, body(4), key); r.status != 422 || r.body["error"] != api.CodeKeyReused {
+		t.Errorf("the key with another request: %d %s, want 422 %s", r.status, r.raw, api.CodeKeyReused)
+	}
+	for _, bad := range []string{"two words", strings.Repeat("k", 256), "caf\xc3\xa9"} {
+		if r := doWith(t, c, "POST", "/admin/sales", bearer, body(3), map[string]string{api.HeaderIdempotencyKey: bad}); r.status != 400 {
+			t.Errorf("key %.20q: %d %s, want 400", bad, r.status, r.raw)
+		}
+	}
+}
+
 func TestAdmin(t *testing.T) {
 	t.Parallel()
 	testenv.Require(t, testenv.RedisAddr())
@@ -248,8 +295,11 @@ func TestAdmin(t *testing.T) {
 	c := serve(t, api.NewAdmin(sale.NewService(st, stock.New(rc), sale.WithAcceptedRecords(rc)), adminToken, h, nil, quiet).Handler(context.Background()))
 	bearer := "Bearer " + string(adminToken)
 
-	body := `{"name":"admin-test","startsAt":"2026-12-24T10:00:00Z","endsAt":"2026-12-24T11:00:00Z","paymentTtlSeconds":600,
-		"items":[{"productId":"p1","name":"phone","price":"199.99","quantity":10},{"productId":"p2","name":"case","price":5,"quantity":0}]}`
+	// Tomorrow: not open yet, whatever day the test runs.
+	opens := time.Now().Add(24 * time.Hour).UTC().Truncate(time.Second)
+	body := fmt.Sprintf(`{"name":"admin-test","startsAt":%q,"endsAt":%q,"paymentTtlSeconds":600,
+		"items":[{"productId":"p1","name":"phone","price":"199.99","quantity":10},{"productId":"p2","name":"case","price":5,"quantity":0}]}`,
+		opens.Format(time.RFC3339), opens.Add(time.Hour).Format(time.RFC3339))
 	r := do(t, c, "POST", "/admin/sales", bearer, body)
 	if r.status != 201 {
 		t.Fatalf("create: got %d %s", r.status, r.raw)
@@ -297,6 +347,10 @@ func TestAdmin(t *testing.T) {
 					t.Errorf("item after load: %v", item)
 				}
 			}},
+		// The sale opens tomorrow: nothing is in flight to drop, so
+		// a second load is no SALE_LIVE.
+		{name: "load again before the opening", method: "POST", path: salePath + "/load-stock", authz: bearer, wantStatus: 200},
+		{name: "load with a bad force", method: "POST", path: salePath + "/load-stock?force=yes", authz: bearer, wantStatus: 400},
 		{name: "unknown sale", method: "GET", path: "/admin/sales/999999999999", authz: bearer, wantStatus: 404},
 		{name: "load unknown sale", method: "POST", path: "/admin/sales/999999999999/load-stock", authz: bearer, wantStatus: 404},
 		{name: "bad sale id", method: "GET", path: "/admin/sales/abc", authz: bearer, wantStatus: 400},

@@ -26,6 +26,12 @@ const (
 	// CodeConsumerLagging: stock was not computed because the order
 	// consumer had not caught up with the orders topic; retry later.
 	CodeConsumerLagging = "CONSUMER_LAGGING"
+	// CodeSaleLive: load-stock of an open sale whose stock is loaded; it
+	// would drop the reservations in flight (force=true loads anyway).
+	CodeSaleLive = "SALE_LIVE"
+	// CodeKeyReused: create-sale with an idempotency key that already made
+	// a sale from another request.
+	CodeKeyReused = "IDEMPOTENCY_KEY_REUSED"
 )
 
 // Refusals are encoded once (pkg/httperr), so answering them allocates

@@ -34,7 +34,9 @@ commands:
   serve        migrate, then run the consumer, relay, public and admin APIs (default)
   migrate      apply the database migrations
   create-sale  --name N --starts-at (RFC3339|+30s) --duration 1h --payment-ttl 10m --item name:price:quantity[:productId] ...
-  load-stock   --sale ID   load a sale's stock and holders into Redis from PostgreSQL
+               [--idempotency-key K]   (a retry with the same key and flags gets the same sale)
+  load-stock   --sale ID [--force]   load a sale's stock and holders into Redis from PostgreSQL;
+               refused for an open sale already loaded (it would drop orders in flight) unless --force
   reconcile    --sale ID [--repair]   compare Redis with PostgreSQL (one JSON line per difference,
                exit code 1 when they differ); --repair rewrites Redis, keeping orders in flight
   help         this text; ordersvc COMMAND -h lists a command's flags

@@ -66,6 +66,7 @@ func defineCreateSale(fs *flag.FlagSet) action {
 	rate := fs.Int64("admission-rate", store.DefaultQueue.AdmissionRate, "shoppers admitted per second at the start")
 	pow := fs.Int("pow", 0, "proof-of-work difficulty (leading zero bits) to join the queue")
 	shards := fs.Int("shards", 1, "Redis shards per item's stock (more for a hot item on a Redis Cluster)")
+	key := fs.String("idempotency-key", "", "create the sale once: run again with the same key and flags, get the same sale (use an absolute --starts-at: +30s is another time on each run)")
 	var items itemFlags
 	fs.Var(&items, "item", "name:price:quantity[:productId], repeatable (at least one)")
 	return func(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
@@ -92,9 +93,12 @@ func defineCreateSale(fs *flag.FlagSet) action {
 		}
 		defer pool.Close()
 		// No Redis here: loading stock is its own step (load-stock).
-		v, err := sale.NewService(store.New(pool), nil).Create(ctx, ns)
+		v, replayed, err := sale.NewService(store.New(pool), nil).CreateOnce(ctx, *key, ns)
 		if err != nil {
 			return err
+		}
+		if replayed {
+			fmt.Fprintf(stderr, "sale %d was made by an earlier run with this idempotency key; nothing created\n", v.ID)
 		}
 		return printJSON(stdout, v)
 	}
@@ -102,6 +106,7 @@ func defineCreateSale(fs *flag.FlagSet) action {
 
 func defineLoadStock(fs *flag.FlagSet) action {
 	id := fs.Int64("sale", 0, "sale id (required)")
+	force := fs.Bool("force", false, "load even when the sale is open and already loaded (drops the reservations in flight; reconcile --repair keeps them)")
 	return func(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
 		if *id <= 0 {
 			return fmt.Errorf("%w: load-stock: --sale must be a positive sale id", ErrUsage)
@@ -111,7 +116,7 @@ func defineLoadStock(fs *flag.FlagSet) action {
 			return err
 		}
 		defer closeAll()
-		res, err := sales.LoadStock(ctx, *id)
+		res, err := sales.LoadStock(ctx, *id, *force)
 		if err != nil {
 			return err
 		}

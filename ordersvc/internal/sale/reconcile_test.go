@@ -491,7 +491,7 @@ func TestRepairsOfOneSaleRunOneAtATime(t *testing.T) {
 	if _, err := svc.Reconcile(f.ctx, f.sale.ID, true); !errors.Is(err, sale.ErrWriting) {
 		t.Errorf("repair while another runs: %v, want ErrWriting", err)
 	}
-	if _, err := svc.LoadStock(f.ctx, f.sale.ID); !errors.Is(err, sale.ErrWriting) {
+	if _, err := svc.LoadStock(f.ctx, f.sale.ID, true); !errors.Is(err, sale.ErrWriting) {
 		t.Errorf("load-stock while a repair runs: %v, want ErrWriting", err)
 	}
 	if _, err := svc.Reconcile(f.ctx, f.sale.ID, false); err != nil {
@@ -501,7 +501,7 @@ func TestRepairsOfOneSaleRunOneAtATime(t *testing.T) {
 	if _, err := svc.Reconcile(f.ctx, f.sale.ID, true); err != nil {
 		t.Errorf("repair after the other ended: %v", err)
 	}
-	if _, err := svc.LoadStock(f.ctx, f.sale.ID); err != nil {
+	if _, err := svc.LoadStock(f.ctx, f.sale.ID, true); err != nil {
 		t.Errorf("load-stock after the repair ended: %v", err)
 	}
 }

@@ -30,6 +30,14 @@ var ErrInvalid = errors.New("invalid sale")
 // Redis copy now (in this instance or another); ask again when it is done.
 var ErrWriting = errors.New("sale: another repair or load-stock of this sale is running")
 
+// ErrLive refuses a load-stock of a sale that is open and whose stock is
+// already in Redis: the load sets the numbers from PostgreSQL, so it would
+// drop the reservations still on their way through Kafka (their shoppers
+// could buy again, and their units be sold twice over, refused only by
+// PostgreSQL after a 202). A repair (Reconcile with repair) keeps them;
+// load-stock with force rewrites anyway.
+var ErrLive = errors.New("sale: open and its stock already loaded; a load would drop reservations in flight (use reconcile?repair=true, or load-stock?force=true)")
+
 // Limits of the input, matching the table constraints.
 const (
 	MaxNameLen    = 200
@@ -167,6 +175,49 @@ func (s *Service) Create(ctx context.Context, ns store.NewSale) (View, error) {
 	return viewOf(sale), nil
 }
 
+// MaxIdempotencyKeyLen bounds an idempotency key (the column's check).
+const MaxIdempotencyKeyLen = 255
+
+// ErrKeyReused: the idempotency key already made a sale from another
+// request (store.ErrKeyReused).
+var ErrKeyReused = store.ErrKeyReused
+
+// CreateOnce is Create under the operator's idempotency key: a retry of a
+// request whose answer was lost gets the sale the first one made, with
+// replayed true, instead of a second sale. The same key with another
+// request gets ErrKeyReused. An empty key is Create.
+func (s *Service) CreateOnce(ctx context.Context, key string, ns store.NewSale) (v View, replayed bool, err error) {
+	if key == "" {
+		v, err = s.Create(ctx, ns)
+		return v, false, err
+	}
+	if err := validKey(key); err != nil {
+		return View{}, false, err
+	}
+	if err := Validate(ns); err != nil {
+		return View{}, false, err
+	}
+	sale, replayed, err := s.store.CreateSaleOnce(ctx, key, ns)
+	if err != nil {
+		return View{}, false, err
+	}
+	return viewOf(sale), replayed, nil
+}
+
+// validKey accepts 1 to MaxIdempotencyKeyLen visible ASCII characters (a
+// UUID, a job name and run number, ...).
+func validKey(key string) error {
+	if len(key) > MaxIdempotencyKeyLen {
+		return fmt.Errorf("%w: idempotency key: at most %d characters, got %d", ErrInvalid, MaxIdempotencyKeyLen, len(key))
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x21 || c > 0x7e {
+			return fmt.Errorf("%w: idempotency key: visible ASCII characters only (byte %d is 0x%02x)", ErrInvalid, i, c)
+		}
+	}
+	return nil
+}
+
 // LoadResult is what load-stock wrote to Redis (pkg/adminapi).
 type LoadResult = adminapi.LoadResult
 
@@ -176,15 +227,22 @@ type LoadedItem = adminapi.LoadedItem
 // LoadStock writes the sale's hot copy into Redis from one PostgreSQL
 // snapshot: per item quantity minus active orders, and the active holders.
 // It sets, never adds, so loading twice gives the same numbers. It is the
-// warm-up and repair step: run during a live sale it would also erase
-// reservations not yet persisted (reconciliation handles that case). It
-// first waits for the consumer group to catch up (see awaitConsumer).
-func (s *Service) LoadStock(ctx context.Context, saleID int64) (LoadResult, error) {
+// warm-up step, and the repair of a copy that is gone (a Redis flushed or
+// replaced). Run during a live sale it would also erase reservations not yet
+// persisted, so an open sale whose stock is loaded gets ErrLive unless
+// force is set; the repair that keeps them is Reconcile. It first waits for
+// the consumer group to catch up (see awaitConsumer).
+func (s *Service) LoadStock(ctx context.Context, saleID int64, force bool) (LoadResult, error) {
 	unlock, err := s.lockWrites(ctx, saleID)
 	if err != nil {
 		return LoadResult{}, fmt.Errorf("load stock of sale %d: %w", saleID, err)
 	}
 	defer unlock()
+	if !force {
+		if err := s.refuseLive(ctx, saleID); err != nil {
+			return LoadResult{}, err
+		}
+	}
 	if err := s.awaitConsumer(ctx); err != nil {
 		return LoadResult{}, fmt.Errorf("load stock of sale %d: %w", saleID, err)
 	}
@@ -203,6 +261,29 @@ func (s *Service) LoadStock(ctx context.Context, saleID int64) (LoadResult, erro
 		res.Items = append(res.Items, LoadedItem{ItemID: it.ItemID, Left: it.Left})
 	}
 	return res, nil
+}
+
+// refuseLive returns ErrLive when the sale is open now and any of its items
+// has stock in Redis. Before the opening and after the end no purchase
+// runs, so there is nothing in flight to drop.
+func (s *Service) refuseLive(ctx context.Context, saleID int64) error {
+	sale, err := s.store.GetSale(ctx, saleID)
+	if err != nil {
+		return err
+	}
+	if now := time.Now(); now.Before(sale.StartsAt) || !now.Before(sale.EndsAt) {
+		return nil
+	}
+	for _, it := range sale.Items {
+		_, err := s.stock.Left(ctx, saleID, it.ID)
+		switch {
+		case err == nil:
+			return fmt.Errorf("load stock of sale %d: %w", saleID, ErrLive)
+		case !errors.Is(err, stock.ErrNotLoaded):
+			return fmt.Errorf("load stock of sale %d: is it loaded: %w", saleID, err)
+		}
+	}
+	return nil
 }
 
 // Describe reads the sale from PostgreSQL and the stock left from Redis.

@@ -2,6 +2,7 @@ package sale_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -186,7 +187,8 @@ func FuzzParseItem(f *testing.F) {
 }
 
 // Loading twice gives quantity minus active orders, never twice that: the
-// load sets the numbers, it does not add them.
+// load sets the numbers, it does not add them. The sale is open, so the
+// second load is refused unless forced (TestLoadStockRefusedWhileLive).
 func TestLoadStockTwice(t *testing.T) {
 	t.Parallel()
 	testenv.Require(t, testenv.RedisAddr())
@@ -213,7 +215,7 @@ func TestLoadStockTwice(t *testing.T) {
 	want := sale.LoadResult{SaleID: s.ID, Holders: 2, Items: []sale.LoadedItem{{ItemID: s.Items[0].ID, Left: 3}, {ItemID: s.Items[1].ID, Left: 3}}}
 	wantHolders := map[string]string{"u1": evs[0].OrderID.String(), "u2": evs[1].OrderID.String()}
 	for run := 1; run <= 2; run++ {
-		got, err := svc.LoadStock(ctx, s.ID)
+		got, err := svc.LoadStock(ctx, s.ID, run == 2)
 		if err != nil {
 			t.Fatalf("load %d: %v", run, err)
 		}
@@ -241,8 +243,72 @@ func TestLoadStockTwice(t *testing.T) {
 	if *v.Items[0].Left != 3 || v.Items[0].Sold != 2 || !*v.Items[0].StockLoaded || *v.Holders != 2 {
 		t.Errorf("describe: left %d sold %d loaded %v holders %d, want 3 2 true 2", *v.Items[0].Left, v.Items[0].Sold, *v.Items[0].StockLoaded, *v.Holders)
 	}
-	if _, err := svc.LoadStock(ctx, 1<<62); !errors.Is(err, store.ErrNotFound) {
+	if _, err := svc.LoadStock(ctx, 1<<62, false); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("load of an unknown sale: got %v, want ErrNotFound", err)
+	}
+}
+
+// A load of an open sale whose stock is in Redis would set the numbers from
+// PostgreSQL and drop the reservations still on their way through Kafka:
+// their shoppers could buy again and their units be sold twice. It is
+// refused and changes nothing; before the opening a load runs again freely.
+func TestLoadStockRefusedWhileLive(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, testenv.RedisAddr())
+	ctx := testenv.Context(t)
+	pool := testdb.Pool(t)
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	st, stk := store.New(pool), stock.New(rc)
+	svc := sale.NewService(st, stk)
+
+	open := testdb.Sale(t, st, 5)
+	item := open.Items[0].ID
+	if _, err := svc.LoadStock(ctx, open.ID, false); err != nil {
+		t.Fatalf("first load of an open sale: %v", err)
+	}
+	// A reservation in flight: in Redis, not yet in PostgreSQL.
+	inFlight := uuid.NewString()
+	if _, err := stk.Reserve(ctx, open.ID, item, "u-in-flight", inFlight); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.LoadStock(ctx, open.ID, false); !errors.Is(err, sale.ErrLive) {
+		t.Fatalf("second load of an open sale: got %v, want ErrLive", err)
+	}
+	if left, err := stk.Left(ctx, open.ID, item); err != nil || left != 4 {
+		t.Errorf("stock after the refused load: got %d, %v; want 4", left, err)
+	}
+	holders, err := stk.Holders(ctx, open.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holders["u-in-flight"] != inFlight {
+		t.Errorf("the refused load dropped the reservation in flight: holders %v", holders)
+	}
+	// Forced, it loads PostgreSQL's numbers (and drops it): what the
+	// operator asked for.
+	if _, err := svc.LoadStock(ctx, open.ID, true); err != nil {
+		t.Fatalf("forced load: %v", err)
+	}
+	if left, err := stk.Left(ctx, open.ID, item); err != nil || left != 5 {
+		t.Errorf("stock after the forced load: got %d, %v; want 5", left, err)
+	}
+
+	now := time.Now()
+	later, err := st.CreateSale(ctx, store.NewSale{
+		Name: fmt.Sprintf("%s-upcoming-%d", t.Name(), now.UnixNano()), StartsAt: now.Add(time.Hour), EndsAt: now.Add(2 * time.Hour),
+		PaymentTTL: 10 * time.Minute, Items: []store.NewItem{{ProductID: "p", Name: "n", Price: "1.00", Quantity: 3}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run := 1; run <= 2; run++ {
+		if _, err := svc.LoadStock(ctx, later.ID, false); err != nil {
+			t.Errorf("load %d of a sale not open yet: %v", run, err)
+		}
 	}
 }
 

@@ -1,7 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -71,17 +74,76 @@ type Item struct {
 
 // CreateSale writes a sale and its items in one transaction.
 func (s *Store) CreateSale(ctx context.Context, ns NewSale) (Sale, error) {
-	sale := Sale{Name: ns.Name, StartsAt: ns.StartsAt, EndsAt: ns.EndsAt, PaymentTTL: ns.PaymentTTL, Queue: ns.Queue,
+	sale, _, err := s.createSale(ctx, ns, "", nil)
+	return sale, err
+}
+
+// ErrKeyReused refuses a sale whose idempotency key already made a sale
+// from another request.
+var ErrKeyReused = errors.New("store: idempotency key already used for another sale")
+
+// CreateSaleOnce is CreateSale under an idempotency key (migration 0011):
+// the first call with key creates the sale; a later one with the same key
+// and the same request (RequestDigest) returns that sale, with replayed
+// true, and creates nothing; one with another request gets ErrKeyReused.
+// Two calls at once with one key make one sale: the second insert waits
+// for the first's transaction and then finds its row.
+func (s *Store) CreateSaleOnce(ctx context.Context, key string, ns NewSale) (sale Sale, replayed bool, err error) {
+	digest := RequestDigest(ns)
+	sale, created, err := s.createSale(ctx, ns, key, digest)
+	if err != nil || created {
+		return sale, false, err
+	}
+	var id int64
+	var was []byte
+	err = s.pool.QueryRow(ctx, `SELECT id, request_digest FROM flash_sale WHERE idempotency_key = $1`, key).Scan(&id, &was)
+	if err != nil {
+		// Only a sale deleted since the insert found it lands here.
+		return Sale{}, false, fmt.Errorf("create sale %q: read the sale of its idempotency key: %w", ns.Name, err)
+	}
+	if !bytes.Equal(was, digest) {
+		return Sale{}, false, fmt.Errorf("create sale %q: key %q made sale %d: %w", ns.Name, key, id, ErrKeyReused)
+	}
+	sale, err = s.GetSale(ctx, id)
+	return sale, err == nil, err
+}
+
+// RequestDigest is the SHA-256 of a sale request as decoded, so two
+// requests for the same sale match however their JSON was spelt.
+func RequestDigest(ns NewSale) []byte {
+	ns.StartsAt, ns.EndsAt = ns.StartsAt.UTC(), ns.EndsAt.UTC()
+	b, err := json.Marshal(ns)
+	if err != nil {
+		panic(fmt.Sprintf("store: encode a NewSale: %v", err)) // plain fields: cannot fail
+	}
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+// createSale inserts the sale and its items; with a key, created is false
+// (and nothing written) when a sale already holds it.
+func (s *Store) createSale(ctx context.Context, ns NewSale, key string, digest []byte) (sale Sale, created bool, err error) {
+	sale = Sale{Name: ns.Name, StartsAt: ns.StartsAt, EndsAt: ns.EndsAt, PaymentTTL: ns.PaymentTTL, Queue: ns.Queue,
 		StockShards: max(ns.StockShards, 1)}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	var keyArg *string
+	if key != "" {
+		keyArg = &key
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `
 			INSERT INTO flash_sale (name, starts_at, ends_at, payment_ttl,
-			                        queue_enabled, queue_draw, admission_rate, pow_difficulty, stock_shards)
-			VALUES ($1, $2, $3, make_interval(secs => $4), $5, $6, $7, $8, $9)
+			                        queue_enabled, queue_draw, admission_rate, pow_difficulty, stock_shards,
+			                        idempotency_key, request_digest)
+			VALUES ($1, $2, $3, make_interval(secs => $4), $5, $6, $7, $8, $9, $10, $11)
+			ON CONFLICT (idempotency_key) DO NOTHING
 			RETURNING id, starts_at, ends_at, created_at`,
 			ns.Name, ns.StartsAt, ns.EndsAt, ns.PaymentTTL.Seconds(),
 			ns.Queue.Enabled, ns.Queue.Draw, ns.Queue.AdmissionRate, ns.Queue.PowDifficulty, sale.StockShards,
+			keyArg, digest,
 		).Scan(&sale.ID, &sale.StartsAt, &sale.EndsAt, &sale.CreatedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // the key's sale exists: created stays false
+		}
 		if err != nil {
 			return fmt.Errorf("insert sale: %w", err)
 		}
@@ -102,12 +164,13 @@ func (s *Store) CreateSale(ctx context.Context, ns NewSale) (Sale, error) {
 			}
 			sale.Items = append(sale.Items, item)
 		}
+		created = true
 		return br.Close()
 	})
 	if err != nil {
-		return Sale{}, fmt.Errorf("create sale %q: %w", ns.Name, err)
+		return Sale{}, false, fmt.Errorf("create sale %q: %w", ns.Name, err)
 	}
-	return sale, nil
+	return sale, created, nil
 }
 
 // GetSale reads a sale and its items in one snapshot.
