@@ -41,10 +41,16 @@ type Cursor struct {
 }
 
 // DrainReleases claims up to limit pending outbox rows after the cursor
-// after (only those of orderIDs when it is non-empty) with FOR UPDATE SKIP
-// LOCKED, so several relays can run at once without handing a row out
-// twice, calls release on them inside the transaction, and records the
-// outcomes. It returns how many rows it claimed and how many it marked
+// after (only those of orderIDs when it is non-empty), calls release on
+// them inside the transaction, and records the outcomes. A pass over the
+// whole outbox claims with FOR UPDATE SKIP LOCKED, so several relays run at
+// once without handing a row out twice. A claim of given orders waits
+// instead for a row another pass holds, and skips it once that pass marked
+// it done: a caller that returns the unit of the order it just ended (a
+// cancel, whose shopper buys again as soon as the answer arrives) finds it
+// returned, by itself or by the other pass, unless the release failed.
+// The waits cannot deadlock: every claim locks in the outbox's order, and
+// the whole-outbox passes never wait. It returns how many rows it claimed and how many it marked
 // done, and the cursor of the last row it claimed, from which the next
 // call goes on. A pass that goes on from there, instead of from the oldest
 // row again, is not held by rows whose releases keep failing (a Redis node
@@ -60,7 +66,7 @@ func (s *Store) DrainReleases(ctx context.Context, orderIDs []uuid.UUID, limit i
 				WHERE r.released_at IS NULL AND r.order_id = ANY($1::uuid[]) AND (r.created_at, r.order_id) > ($3, $4)
 				ORDER BY r.created_at, r.order_id
 				LIMIT $2
-				FOR UPDATE OF r SKIP LOCKED`, uuidArray(orderIDs), limit, after.CreatedAt, after.OrderID)
+				FOR UPDATE OF r`, uuidArray(orderIDs), limit, after.CreatedAt, after.OrderID)
 		} else {
 			rows, err = tx.Query(ctx, `
 				SELECT r.order_id, r.sale_id, r.item_id, r.user_id, r.reason, s.stock_shards, r.created_at
