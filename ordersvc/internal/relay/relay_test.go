@@ -216,6 +216,59 @@ func TestDrainOutcomes(t *testing.T) {
 	}
 }
 
+// A drain of given orders (a cancel returning its unit before it answers)
+// waits for a row another pass holds, instead of skipping it and returning
+// with the unit not back: here the other pass gives the row up unmarked
+// (its release failed), and the waiting drain releases it.
+func TestDrainOfGivenOrdersWaitsForAnotherPass(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	pool := testdb.Pool(t)
+	st, stk := store.New(pool), stock.New(redis(t))
+	for attempt := 1; ; attempt++ {
+		_, evs := fixture(t, st, stk, nil)
+		id := evs[1].OrderID
+		other, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var held int
+		if err := other.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM stock_release WHERE order_id = $1 AND released_at IS NULL FOR UPDATE) l`, id).Scan(&held); err != nil {
+			t.Fatal(err)
+		}
+		if held == 0 {
+			_ = other.Rollback(ctx)
+			if attempt == 5 {
+				t.Fatal("other relays released every fixture's row first")
+			}
+			continue // another test's relay released it first
+		}
+		type result struct {
+			n   int
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			n, err := relay.New(st, stk, quiet, metrics.New()).Drain(ctx, []uuid.UUID{id})
+			done <- result{n, err}
+		}()
+		select {
+		case r := <-done:
+			_ = other.Rollback(ctx)
+			t.Fatalf("drain returned %d, %v while another pass held the row; want it to wait", r.n, r.err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		if err := other.Rollback(ctx); err != nil { // the other pass ends, its release failed
+			t.Fatal(err)
+		}
+		r := <-done
+		if r.err != nil || r.n != 1 {
+			t.Errorf("drain after the other pass gave the row up: got %d, %v; want 1, nil", r.n, r.err)
+		}
+		return
+	}
+}
+
 // With Redis unreachable a pass marks nothing and reports it; the rows stay
 // queued and a later pass (Run) releases them, once.
 func TestDrainRedisDown(t *testing.T) {
