@@ -40,7 +40,7 @@ func TestSchemathesis(t *testing.T) {
 	if reports == "" {
 		reports = t.TempDir()
 	}
-	st := harness.Start(t, harness.Options{Env: map[string]string{"FLASHSALE_PAYMENT_WEBHOOK_SECRET": webhookSecret}})
+	st := harness.Start(t, harness.Options{Env: map[string]string{"FLASHSALE_PAYMENT_WEBHOOK_SECRET": webhookSecret, "FLASHSALE_PUBLIC_PAY": "true"}})
 	c := &contract{t: t, r: newRecorder(t, loadSpec(t), map[string]string{
 		gatewayPublic: st.GatewayURL, gatewayAdmin: st.GatewayAdminURL, ordersvcPublic: st.OrdersURL, ordersvcAdmin: st.AdminURL,
 	}), admin: harness.AdminToken}

@@ -28,6 +28,9 @@ const (
 	CodeOrderCancelled    = "ORDER_CANCELLED"
 	CodeOrderRejected     = "ORDER_REJECTED"
 	CodePaymentRefUsed    = "PAYMENT_REF_USED"
+	// CodePaymentByProvider: the shopper's own pay is off; the payment
+	// provider's webhook marks orders PAID.
+	CodePaymentByProvider = "PAYMENT_BY_PROVIDER"
 )
 
 // MaxPaymentRefLen is the longest payment reference, in characters.
@@ -96,6 +99,11 @@ func (p *Public) orderCaller(rctx *fasthttp.RequestCtx) (uuid.UUID, string, bool
 func (p *Public) pay(base context.Context, rctx *fasthttp.RequestCtx) {
 	id, user, ok := p.orderCaller(rctx)
 	if !ok {
+		return
+	}
+	if p.providerPays {
+		writeError(rctx, fasthttp.StatusForbidden, CodePaymentByProvider,
+			"orders are paid through the payment provider, whose confirmation marks them PAID; GET the order to see it")
 		return
 	}
 	req, err := DecodePayRequest(rctx.PostBody())

@@ -14,10 +14,12 @@ import (
 
 	"flashsale/ordersvc/internal/api"
 	"flashsale/ordersvc/internal/metrics"
+	"flashsale/ordersvc/internal/relay"
 	"flashsale/ordersvc/internal/sale"
 	"flashsale/ordersvc/internal/store"
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/accepted"
+	"flashsale/pkg/auth"
 	"flashsale/pkg/stock"
 	"flashsale/tools/scrape"
 	"flashsale/tools/testenv"
@@ -255,5 +257,40 @@ func TestAdminReconcile(t *testing.T) {
 	}
 	if r := do(t, c, "POST", p, "", ""); r.status != 401 {
 		t.Errorf("reconcile without the admin token: got %d", r.status)
+	}
+}
+
+// With a payment provider's webhook configured the shopper's own pay is
+// off (config.PublicPay): she cannot mark her order PAID with a made-up
+// reference and so block the provider's confirmation. She still sees and
+// cancels her order; a bad token is still a 401.
+func TestPayByProviderOnly(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	rc := redisClient(t)
+	st := store.New(pool)
+	v, err := auth.NewVerifier(jwtKey, nil, "flashsale", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	c := serve(t, api.NewPublic(st, rc, relay.New(st, stock.New(rc), quiet, m), v, api.NewHealth(st, m, nil), quiet).
+		ProviderPaysOnly().Handler(context.Background()))
+	s := testdb.Sale(t, st, 5)
+	o := testdb.Orders(t, st, nil, s, 0, time.Now(), "alice")[0]
+	path := "/api/flash-sales/orders/" + o.OrderID.String()
+	body := `{"paymentRef":"self-paid"}`
+
+	if r := do(t, c, "POST", path+"/pay", token(t, "alice"), body); r.status != 403 || r.body["error"] != api.CodePaymentByProvider {
+		t.Errorf("the shopper's own pay: %d %s, want 403 %s", r.status, r.raw, api.CodePaymentByProvider)
+	}
+	if r := do(t, c, "POST", path+"/pay", "Bearer forged", body); r.status != 401 {
+		t.Errorf("pay with a bad token: %d %s, want 401", r.status, r.raw)
+	}
+	if r := do(t, c, "GET", path, token(t, "alice"), ""); r.status != 200 || r.body["status"] != store.StatusPending {
+		t.Errorf("her order after the refused pay: %d %s, want 200 PENDING", r.status, r.raw)
+	}
+	if r := do(t, c, "POST", path+"/cancel", token(t, "alice"), ""); r.status != 200 || r.body["status"] != store.StatusCancelled {
+		t.Errorf("cancel: %d %s, want 200 CANCELLED", r.status, r.raw)
 	}
 }

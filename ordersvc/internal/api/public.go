@@ -29,11 +29,23 @@ type Public struct {
 	verifier *auth.Verifier
 	health   *Health
 	log      *slog.Logger
+	// providerPays refuses the shopper's own pay (see ProviderPaysOnly).
+	providerPays bool
 }
 
 // NewPublic builds the public API.
 func NewPublic(st *store.Store, rc rueidis.Client, rl *relay.Relay, v *auth.Verifier, h *Health, log *slog.Logger) *Public {
 	return &Public{store: st, redis: rc, relay: rl, verifier: v, health: h, log: log}
+}
+
+// ProviderPaysOnly makes the shopper's own pay answer 403
+// PAYMENT_BY_PROVIDER: with a payment provider's webhook configured, only
+// its signed confirmation marks an order PAID, so a shopper cannot pay
+// herself with a made-up reference (config.PublicPay). Call it before
+// Handler.
+func (p *Public) ProviderPaysOnly() *Public {
+	p.providerPays = true
+	return p
 }
 
 const ordersPrefix = "/api/flash-sales/orders/"

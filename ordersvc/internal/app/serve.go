@@ -149,7 +149,11 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 	// well inside ShutdownTimeout) rather than fail on the cancelled root.
 	base := context.WithoutCancel(ctx)
 	countPanic := httpserver.OnPanic(m.Panics.Inc)
-	svc.public = httpserver.New("ordersvc-public", api.NewPublic(st, c.rc, rl, verifier, svc.health, log).Handler(base), cfg.PublicHTTP, log, countPanic)
+	public := api.NewPublic(st, c.rc, rl, verifier, svc.health, log)
+	if !cfg.PublicPay {
+		public.ProviderPaysOnly()
+	}
+	svc.public = httpserver.New("ordersvc-public", public.Handler(base), cfg.PublicHTTP, log, countPanic)
 	svc.admin = httpserver.New("ordersvc-admin", api.NewAdmin(svc.sales, cfg.AdminToken, svc.health, webhook, log).StopLongOpsWith(ctx).Handler(base), cfg.AdminHTTP, log, countPanic)
 	return svc, nil
 }

@@ -80,8 +80,14 @@ type Config struct {
 	AbandonInterval time.Duration
 	// FLASHSALE_PAYMENT_WEBHOOK_SECRET or _FILE; empty: no webhook endpoint
 	PaymentWebhookSecret Secret
-	Log                  logging.Config   // FLASHSALE_LOG_FORMAT, FLASHSALE_LOG_LEVEL
-	Profile              profiling.Config // FLASHSALE_CPU_PROFILE, FLASHSALE_ALLOC_PROFILE
+	// PublicPay lets the shopper's own POST .../pay mark her order PAID
+	// with the reference she sends. With a payment provider's webhook
+	// configured the provider's signed confirmation is the proof of
+	// payment, and a shopper must not pay herself: the default is then
+	// off (403 PAYMENT_BY_PROVIDER). FLASHSALE_PUBLIC_PAY
+	PublicPay bool
+	Log       logging.Config   // FLASHSALE_LOG_FORMAT, FLASHSALE_LOG_LEVEL
+	Profile   profiling.Config // FLASHSALE_CPU_PROFILE, FLASHSALE_ALLOC_PROFILE
 	// KafkaSecurity is TLS and SASL towards the brokers, for every Kafka
 	// client of the service. FLASHSALE_KAFKA_SECURITY_PROTOCOL etc.
 	KafkaSecurity kafkaconf.Security
@@ -137,6 +143,7 @@ func Load(env pkgconfig.Env, mode Mode) (Config, error) {
 		PaymentWebhookSecret: src.Secret("FLASHSALE_PAYMENT_WEBHOOK_SECRET"),
 		PGDSNDefault:         !src.IsSet("FLASHSALE_PG_DSN"),
 	}
+	c.PublicPay = src.Bool("FLASHSALE_PUBLIC_PAY", len(c.PaymentWebhookSecret) == 0)
 	c.Log = logging.Load(src)
 	c.Profile = profiling.Load(src)
 	c.KafkaSecurity = kafkaconf.Load(src)

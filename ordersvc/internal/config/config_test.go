@@ -68,6 +68,22 @@ func TestLoad(t *testing.T) {
 				if len(c.PaymentWebhookSecret) != 32 {
 					t.Errorf("webhook secret: %d bytes", len(c.PaymentWebhookSecret))
 				}
+				if c.PublicPay {
+					t.Error("PublicPay on with a webhook secret: a shopper could pay herself")
+				}
+			}},
+		{name: "webhook secret and the shopper's pay on", mode: config.Serve,
+			env: merge(secrets, map[string]string{"FLASHSALE_PAYMENT_WEBHOOK_SECRET": strings.Repeat("w", 32), "FLASHSALE_PUBLIC_PAY": "true"}),
+			check: func(t *testing.T, c config.Config) {
+				if !c.PublicPay {
+					t.Error("PublicPay off though FLASHSALE_PUBLIC_PAY=true")
+				}
+			}},
+		{name: "no webhook: the shopper pays", mode: config.Serve, env: secrets,
+			check: func(t *testing.T, c config.Config) {
+				if !c.PublicPay {
+					t.Error("PublicPay off without a webhook: nobody could pay")
+				}
 			}},
 		// The demo and the e2e harness start both services with one environment.
 		{name: "the gateway's and the stack's variables are tolerated", mode: config.Tool,
