@@ -177,13 +177,17 @@ type Rule struct {
 var errRule = errors.New("rule: want {\"rate\": number, \"burst\": integer}, both given")
 
 // UnmarshalJSON takes a rule only with both fields: a missing one would
-// read as 0, and rate 0 turns the limit off.
+// read as 0, and rate 0 turns the limit off. It refuses unknown keys
+// itself: a decoder's DisallowUnknownFields does not reach into a custom
+// UnmarshalJSON, so "brust" would have been dropped and the rule set.
 func (r *Rule) UnmarshalJSON(b []byte) error {
 	var in struct {
 		Rate  *float64 `json:"rate"`
 		Burst *int     `json:"burst"`
 	}
-	if err := json.Unmarshal(b, &in); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
 		return err
 	}
 	if in.Rate == nil || in.Burst == nil {

@@ -17,6 +17,7 @@ func TestRuleUnmarshal(t *testing.T) {
 		{`{"rate":1}`, Rule{}, false},
 		{`{}`, Rule{}, false},
 		{`{"rate":"1","burst":3}`, Rule{}, false},
+		{`{"rate":1,"burst":3,"brust":4}`, Rule{}, false}, // a misspelt key is no silent change
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
