@@ -40,10 +40,16 @@ func openSale(t *testing.T, s *harness.Stack, quantity int) (saleID, itemID int6
 	if err := json.Unmarshal(body, &sale); err != nil || len(sale.Items) != 1 {
 		t.Fatalf("create sale answer %s: %v", body, err)
 	}
-	for range 2 { // loading twice must not double the stock
-		code, body, _, err = harness.Do(ctx, "POST", fmt.Sprintf("%s/admin/sales/%d/load-stock", s.AdminURL, sale.ID), harness.AdminToken, nil)
-		if err != nil || code != http.StatusOK {
-			t.Fatalf("load stock: %d %s %v", code, body, err)
+	// Loading twice must not double the stock. The sale is open, so the
+	// second load is refused (it would drop reservations in flight) unless
+	// forced.
+	for _, load := range []struct {
+		query string
+		want  int
+	}{{"", http.StatusOK}, {"", http.StatusConflict}, {"?force=true", http.StatusOK}} {
+		code, body, _, err = harness.Do(ctx, "POST", fmt.Sprintf("%s/admin/sales/%d/load-stock%s", s.AdminURL, sale.ID, load.query), harness.AdminToken, nil)
+		if err != nil || code != load.want {
+			t.Fatalf("load stock%s: %d %s %v, want %d", load.query, code, body, err, load.want)
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
