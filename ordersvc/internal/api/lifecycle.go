@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -32,6 +33,12 @@ const (
 	// provider's webhook marks orders PAID.
 	CodePaymentByProvider = "PAYMENT_BY_PROVIDER"
 )
+
+// cancelReleaseWait bounds how long a cancel waits for its outbox row when
+// the relay's pass holds it (relay.ReleaseNow): well inside the request's
+// QueryTimeout and the gateway's proxy timeout, so the shopper gets her
+// answer; past it the relay returns the unit.
+const cancelReleaseWait = 500 * time.Millisecond
 
 // MaxPaymentRefLen is the longest payment reference, in characters.
 const MaxPaymentRefLen = 128
@@ -146,7 +153,7 @@ func (p *Public) cancel(base context.Context, rctx *fasthttp.RequestCtx) {
 		// The unit goes back now, so the shopper can buy again as soon as
 		// this answer arrives; if Redis fails the outbox row stays and the
 		// relay's next pass returns it.
-		if _, err := p.relay.Drain(ctx, []uuid.UUID{id}); err != nil {
+		if _, err := p.relay.ReleaseNow(ctx, []uuid.UUID{id}, cancelReleaseWait); err != nil {
 			p.log.Warn("release of a cancelled order deferred to the relay", "order", id, "err", err)
 		}
 	}

@@ -106,6 +106,26 @@ func (r *Relay) Drain(ctx context.Context, orderIDs []uuid.UUID) (int, error) {
 	}
 }
 
+// ReleaseNow releases the outbox rows of a few orders now, for a caller
+// that answers a shopper when it returns (a cancel: her unit is back on
+// sale by then). Unlike Drain it waits, up to wait, for a row the relay's
+// pass holds at that moment, instead of skipping it: that pass may be
+// failing it. A row still held after wait (store.ErrLockWait), or whose
+// release failed, is left to the relay's next pass, and the error says so.
+func (r *Relay) ReleaseNow(ctx context.Context, orderIDs []uuid.UUID, wait time.Duration) (int, error) {
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+batchTimeout)
+	defer cancel()
+	claimed, done, err := r.store.DrainReleasesWaiting(bctx, orderIDs, wait, r.release)
+	r.metrics.Releases.Add(float64(done))
+	switch {
+	case err != nil:
+		return done, err
+	case claimed > done:
+		return done, fmt.Errorf("relay: %d releases failed; they stay queued", claimed-done)
+	}
+	return done, nil
+}
+
 // release runs the release script for each row; "" leaves a row queued.
 func (r *Relay) release(ctx context.Context, rows []store.PendingRelease) []string {
 	out := make([]string, len(rows))

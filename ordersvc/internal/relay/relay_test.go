@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/rueidis"
 
@@ -216,18 +218,24 @@ func TestDrainOutcomes(t *testing.T) {
 	}
 }
 
-// A drain of given orders (a cancel returning its unit before it answers)
-// waits for a row another pass holds, instead of skipping it and returning
-// with the unit not back: here the other pass gives the row up unmarked
-// (its release failed), and the waiting drain releases it.
-func TestDrainOfGivenOrdersWaitsForAnotherPass(t *testing.T) {
+// ReleaseNow (a cancel returning its unit before it answers) waits for a
+// row another pass holds, instead of skipping it and returning with the
+// unit not back: here the other pass gives the row up unmarked (its
+// release failed), and the waiting call releases it. Held for longer than
+// its wait, the row is left queued and the error says why.
+func TestReleaseNowWaitsForAnotherPass(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
 	pool := testdb.Pool(t)
 	st, stk := store.New(pool), stock.New(redis(t))
-	for attempt := 1; ; attempt++ {
-		_, evs := fixture(t, st, stk, nil)
-		id := evs[1].OrderID
+	r := relay.New(st, stk, quiet, metrics.New())
+	type result struct {
+		n   int
+		err error
+	}
+	// hold claims the order's row in a transaction of its own, as another
+	// pass would; false when another test's relay released it first.
+	hold := func(id uuid.UUID) (pgx.Tx, bool) {
 		other, err := pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -238,32 +246,48 @@ func TestDrainOfGivenOrdersWaitsForAnotherPass(t *testing.T) {
 		}
 		if held == 0 {
 			_ = other.Rollback(ctx)
-			if attempt == 5 {
-				t.Fatal("other relays released every fixture's row first")
+		}
+		return other, held == 1
+	}
+	for attempt := 1; ; attempt++ {
+		_, evs := fixture(t, st, stk, nil)
+		short, long := evs[1].OrderID, evs[2].OrderID
+		otherShort, okShort := hold(short)
+		otherLong, okLong := hold(long)
+		if !okShort || !okLong {
+			if okShort {
+				_ = otherShort.Rollback(ctx)
 			}
-			continue // another test's relay released it first
+			if okLong {
+				_ = otherLong.Rollback(ctx)
+			}
+			if attempt == 5 {
+				t.Fatal("other relays released every fixture's rows first")
+			}
+			continue
 		}
-		type result struct {
-			n   int
-			err error
+		// Held past its wait: left queued, ErrLockWait.
+		if n, err := r.ReleaseNow(ctx, []uuid.UUID{short}, 100*time.Millisecond); n != 0 || !errors.Is(err, store.ErrLockWait) {
+			t.Errorf("ReleaseNow of a row held past its wait: %d, %v; want 0 and ErrLockWait", n, err)
 		}
+		_ = otherShort.Rollback(ctx)
+
 		done := make(chan result, 1)
 		go func() {
-			n, err := relay.New(st, stk, quiet, metrics.New()).Drain(ctx, []uuid.UUID{id})
+			n, err := r.ReleaseNow(ctx, []uuid.UUID{long}, 10*time.Second)
 			done <- result{n, err}
 		}()
 		select {
-		case r := <-done:
-			_ = other.Rollback(ctx)
-			t.Fatalf("drain returned %d, %v while another pass held the row; want it to wait", r.n, r.err)
+		case res := <-done:
+			_ = otherLong.Rollback(ctx)
+			t.Fatalf("ReleaseNow returned %d, %v while another pass held the row; want it to wait", res.n, res.err)
 		case <-time.After(300 * time.Millisecond):
 		}
-		if err := other.Rollback(ctx); err != nil { // the other pass ends, its release failed
+		if err := otherLong.Rollback(ctx); err != nil { // the other pass ends, its release failed
 			t.Fatal(err)
 		}
-		r := <-done
-		if r.err != nil || r.n != 1 {
-			t.Errorf("drain after the other pass gave the row up: got %d, %v; want 1, nil", r.n, r.err)
+		if res := <-done; res.err != nil || res.n != 1 {
+			t.Errorf("ReleaseNow after the other pass gave the row up: got %d, %v; want 1, nil", res.n, res.err)
 		}
 		return
 	}

@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Release outcomes recorded on stock_release rows.
@@ -41,41 +43,82 @@ type Cursor struct {
 }
 
 // DrainReleases claims up to limit pending outbox rows after the cursor
-// after (only those of orderIDs when it is non-empty), calls release on
-// them inside the transaction, and records the outcomes. A pass over the
-// whole outbox claims with FOR UPDATE SKIP LOCKED, so several relays run at
-// once without handing a row out twice. A claim of given orders waits
-// instead for a row another pass holds, and skips it once that pass marked
-// it done: a caller that returns the unit of the order it just ended (a
-// cancel, whose shopper buys again as soon as the answer arrives) finds it
-// returned, by itself or by the other pass, unless the release failed.
-// The waits cannot deadlock: every claim locks in the outbox's order, and
-// the whole-outbox passes never wait. It returns how many rows it claimed and how many it marked
+// after (only those of orderIDs when it is non-empty) with FOR UPDATE SKIP
+// LOCKED, so several relays can run at once without handing a row out
+// twice, calls release on them inside the transaction, and records the
+// outcomes. It returns how many rows it claimed and how many it marked
 // done, and the cursor of the last row it claimed, from which the next
 // call goes on. A pass that goes on from there, instead of from the oldest
 // row again, is not held by rows whose releases keep failing (a Redis node
 // down for one sale's keys): every row gets its turn.
 func (s *Store) DrainReleases(ctx context.Context, orderIDs []uuid.UUID, limit int, after Cursor, release ReleaseFunc) (claimed, done int, last Cursor, err error) {
+	q, args := claimAll+" SKIP LOCKED", []any{limit, after.CreatedAt, after.OrderID}
+	if len(orderIDs) > 0 {
+		q, args = claimGiven+" SKIP LOCKED", []any{uuidArray(orderIDs), limit, after.CreatedAt, after.OrderID}
+	}
+	claimed, done, last, err = s.drain(ctx, 0, q, args, release)
+	if err != nil {
+		return 0, 0, after, err
+	}
+	if claimed == 0 {
+		last = after
+	}
+	return claimed, done, last, nil
+}
+
+// ErrLockWait: DrainReleasesWaiting gave up on a row another pass held
+// longer than it would wait; that pass, or the relay's next, releases it.
+var ErrLockWait = errors.New("store: an outbox row stayed held by another pass")
+
+// DrainReleasesWaiting is DrainReleases of the given orders (all of them in
+// one claim: a few) that waits up to wait for rows another
+// pass holds, instead of skipping them, and skips them only once that pass
+// marked them done. It is for a caller that answers a shopper: a cancel
+// promises its unit is back on sale when the answer arrives, and a skipped
+// row would break that while the relay's pass held it. Background passes
+// must not wait (one slow sale's releases would hold every caller and a
+// connection each); they use DrainReleases. The wait cannot deadlock:
+// every claim locks in the outbox's order, and the skipping passes never
+// wait. ErrLockWait when the rows stayed held.
+func (s *Store) DrainReleasesWaiting(ctx context.Context, orderIDs []uuid.UUID, wait time.Duration, release ReleaseFunc) (claimed, done int, err error) {
+	if len(orderIDs) == 0 {
+		return 0, 0, nil
+	}
+	args := []any{uuidArray(orderIDs), len(orderIDs), time.Time{}, uuid.Nil}
+	claimed, done, _, err = s.drain(ctx, max(wait, time.Millisecond), claimGiven, args, release)
+	return claimed, done, err
+}
+
+// The claims of DrainReleases and DrainReleasesWaiting, which add how a
+// held row is met (SKIP LOCKED, or nothing: wait).
+const (
+	claimAll = `
+		SELECT r.order_id, r.sale_id, r.item_id, r.user_id, r.reason, s.stock_shards, r.created_at
+		FROM stock_release r LEFT JOIN flash_sale s ON s.id = r.sale_id
+		WHERE r.released_at IS NULL AND (r.created_at, r.order_id) > ($2, $3)
+		ORDER BY r.created_at, r.order_id
+		LIMIT $1
+		FOR UPDATE OF r`
+	claimGiven = `
+		SELECT r.order_id, r.sale_id, r.item_id, r.user_id, r.reason, s.stock_shards, r.created_at
+		FROM stock_release r LEFT JOIN flash_sale s ON s.id = r.sale_id
+		WHERE r.released_at IS NULL AND r.order_id = ANY($1::uuid[]) AND (r.created_at, r.order_id) > ($3, $4)
+		ORDER BY r.created_at, r.order_id
+		LIMIT $2
+		FOR UPDATE OF r`
+)
+
+// drain runs one claim (query q over args), release and the marking in
+// one transaction; lockWait > 0 bounds how long the claim waits for a
+// held row (lock_timeout), for a claim that does not skip them.
+func (s *Store) drain(ctx context.Context, lockWait time.Duration, q string, args []any, release ReleaseFunc) (claimed, done int, last Cursor, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var rows pgx.Rows
-		var err error
-		if len(orderIDs) > 0 {
-			rows, err = tx.Query(ctx, `
-				SELECT r.order_id, r.sale_id, r.item_id, r.user_id, r.reason, s.stock_shards, r.created_at
-				FROM stock_release r LEFT JOIN flash_sale s ON s.id = r.sale_id
-				WHERE r.released_at IS NULL AND r.order_id = ANY($1::uuid[]) AND (r.created_at, r.order_id) > ($3, $4)
-				ORDER BY r.created_at, r.order_id
-				LIMIT $2
-				FOR UPDATE OF r`, uuidArray(orderIDs), limit, after.CreatedAt, after.OrderID)
-		} else {
-			rows, err = tx.Query(ctx, `
-				SELECT r.order_id, r.sale_id, r.item_id, r.user_id, r.reason, s.stock_shards, r.created_at
-				FROM stock_release r LEFT JOIN flash_sale s ON s.id = r.sale_id
-				WHERE r.released_at IS NULL AND (r.created_at, r.order_id) > ($2, $3)
-				ORDER BY r.created_at, r.order_id
-				LIMIT $1
-				FOR UPDATE OF r SKIP LOCKED`, limit, after.CreatedAt, after.OrderID)
+		if lockWait > 0 {
+			if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", lockWait.Milliseconds())); err != nil {
+				return fmt.Errorf("bound the claim's wait: %w", err)
+			}
 		}
+		rows, err := tx.Query(ctx, q, args...)
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
@@ -119,11 +162,12 @@ func (s *Store) DrainReleases(ctx context.Context, orderIDs []uuid.UUID, limit i
 		}
 		return nil
 	})
-	if err != nil {
-		return 0, 0, after, fmt.Errorf("drain stock releases: %w", err)
-	}
-	if claimed == 0 {
-		last = after
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "55P03": // lock_not_available: lock_timeout ran out
+		return 0, 0, Cursor{}, fmt.Errorf("drain stock releases: %w (waited %v)", ErrLockWait, lockWait)
+	case err != nil:
+		return 0, 0, Cursor{}, fmt.Errorf("drain stock releases: %w", err)
 	}
 	return claimed, done, last, nil
 }
