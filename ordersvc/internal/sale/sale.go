@@ -36,7 +36,7 @@ var ErrWriting = errors.New("sale: another repair or load-stock of this sale is 
 // could buy again, and their units be sold twice over, refused only by
 // PostgreSQL after a 202). A repair (Reconcile with repair) keeps them;
 // load-stock with force rewrites anyway.
-var ErrLive = errors.New("sale: open and its stock already loaded; a load would drop reservations in flight (use reconcile?repair=true, or load-stock?force=true)")
+var ErrLive = errors.New("sale: open and its stock already loaded; a load would drop the reservations in flight (repair it with reconcile, which keeps them, or force the load)")
 
 // Limits of the input, matching the table constraints.
 const (
@@ -238,13 +238,14 @@ func (s *Service) LoadStock(ctx context.Context, saleID int64, force bool) (Load
 		return LoadResult{}, fmt.Errorf("load stock of sale %d: %w", saleID, err)
 	}
 	defer unlock()
-	if !force {
-		if err := s.refuseLive(ctx, saleID); err != nil {
-			return LoadResult{}, err
-		}
-	}
 	if err := s.awaitConsumer(ctx); err != nil {
 		return LoadResult{}, fmt.Errorf("load stock of sale %d: %w", saleID, err)
+	}
+	// After the wait, which can be long: a sale may have opened meanwhile.
+	if !force {
+		if err := s.refuseLive(ctx, saleID); err != nil {
+			return LoadResult{}, fmt.Errorf("load stock of sale %d: %w", saleID, err)
+		}
 	}
 	snap, err := s.store.StockSnapshot(ctx, saleID)
 	if err != nil {
@@ -263,25 +264,40 @@ func (s *Service) LoadStock(ctx context.Context, saleID int64, force bool) (Load
 	return res, nil
 }
 
-// refuseLive returns ErrLive when the sale is open now and any of its items
-// has stock in Redis. Before the opening and after the end no purchase
-// runs, so there is nothing in flight to drop.
+// liveBefore is how long before its opening a sale counts as live for
+// refuseLive: the gateways' clocks may run ahead of this one.
+const liveBefore = 5 * time.Second
+
+// refuseLive returns ErrLive when the sale may have reservations in flight
+// and its stock is in Redis. It may from liveBefore its opening until its
+// end plus the in-flight window (purchases accepted just before the end
+// still reach the broker and the consumer then). Stock is in Redis when
+// any item's stock reads, or any shopper holds a unit: a sharded item
+// that lost one shard reads as not loaded while the others still sell.
 func (s *Service) refuseLive(ctx context.Context, saleID int64) error {
 	sale, err := s.store.GetSale(ctx, saleID)
 	if err != nil {
 		return err
 	}
-	if now := time.Now(); now.Before(sale.StartsAt) || !now.Before(sale.EndsAt) {
+	now := time.Now()
+	if now.Before(sale.StartsAt.Add(-liveBefore)) || now.After(sale.EndsAt.Add(s.window)) {
 		return nil
 	}
 	for _, it := range sale.Items {
 		_, err := s.stock.Left(ctx, saleID, it.ID)
 		switch {
 		case err == nil:
-			return fmt.Errorf("load stock of sale %d: %w", saleID, ErrLive)
+			return ErrLive
 		case !errors.Is(err, stock.ErrNotLoaded):
-			return fmt.Errorf("load stock of sale %d: is it loaded: %w", saleID, err)
+			return fmt.Errorf("is its stock loaded: %w", err)
 		}
+	}
+	holders, err := s.stock.HolderCount(ctx, saleID)
+	if err != nil {
+		return fmt.Errorf("is its stock loaded: %w", err)
+	}
+	if holders > 0 {
+		return ErrLive
 	}
 	return nil
 }

@@ -288,6 +288,14 @@ func TestLoadStockRefusedWhileLive(t *testing.T) {
 	if holders["u-in-flight"] != inFlight {
 		t.Errorf("the refused load dropped the reservation in flight: holders %v", holders)
 	}
+	// The stock key lost (a sharded item's lost shard reads the same), the
+	// holder still there: reservations are in flight all the same.
+	if err := rc.Do(ctx, rc.B().Del().Key(stock.StockKey(open.ID, item)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.LoadStock(ctx, open.ID, false); !errors.Is(err, sale.ErrLive) {
+		t.Fatalf("load of an open sale whose stock key is gone but a shopper holds a unit: got %v, want ErrLive", err)
+	}
 	// Forced, it loads PostgreSQL's numbers (and drops it): what the
 	// operator asked for.
 	if _, err := svc.LoadStock(ctx, open.ID, true); err != nil {
