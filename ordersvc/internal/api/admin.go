@@ -124,7 +124,19 @@ func (a *Admin) createSale(base context.Context, rctx *fasthttp.RequestCtx) {
 		writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, err.Error())
 		return
 	}
-	key := string(rctx.Request.Header.Peek(HeaderIdempotencyKey))
+	var key string
+	switch keys := rctx.Request.Header.PeekAll(HeaderIdempotencyKey); {
+	case len(keys) > 1:
+		writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, "one Idempotency-Key header, not several")
+		return
+	case len(keys) == 1 && len(keys[0]) == 0:
+		// Present but empty would be "no key": a retry would make a
+		// second sale, which is what the caller sent a key to prevent.
+		writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, "Idempotency-Key: empty")
+		return
+	case len(keys) == 1:
+		key = string(keys[0])
+	}
 	ctx, cancel := context.WithTimeout(base, AdminTimeout)
 	defer cancel()
 	v, replayed, err := a.sales.CreateOnce(ctx, key, ns)
@@ -191,7 +203,7 @@ func (a *Admin) loadStock(base context.Context, rctx *fasthttp.RequestCtx) {
 		a.fail(rctx, "load stock", err)
 		return
 	}
-	a.log.Info("stock loaded", "sale", id, "items", len(res.Items), "holders", res.Holders)
+	a.log.Info("stock loaded", "sale", id, "items", len(res.Items), "holders", res.Holders, "force", force)
 	writeJSON(rctx, fasthttp.StatusOK, res)
 }
 

@@ -273,7 +273,7 @@ func TestCreateSaleIdempotencyKey(t *testing.T) {
 	if r := doWith(t, c, "POST", "/admin/sales", bearer, body(4), key); r.status != 422 || r.body["error"] != api.CodeKeyReused {
 		t.Errorf("the key with another request: %d %s, want 422 %s", r.status, r.raw, api.CodeKeyReused)
 	}
-	for _, bad := range []string{"two words", strings.Repeat("k", 256), "caf\xc3\xa9"} {
+	for _, bad := range []string{"", "two words", strings.Repeat("k", 256), "caf\xc3\xa9"} {
 		if r := doWith(t, c, "POST", "/admin/sales", bearer, body(3), map[string]string{api.HeaderIdempotencyKey: bad}); r.status != 400 {
 			t.Errorf("key %.20q: %d %s, want 400", bad, r.status, r.raw)
 		}

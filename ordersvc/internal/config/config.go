@@ -295,6 +295,9 @@ func (c Config) checkServe(p *problems) {
 	if n := len(c.PaymentWebhookSecret); n > 0 && n < MinWebhookSecretLen {
 		p.add("FLASHSALE_PAYMENT_WEBHOOK_SECRET", "at least %d bytes when set, got %d", MinWebhookSecretLen, n)
 	}
+	if !c.PublicPay && len(c.PaymentWebhookSecret) == 0 {
+		p.add("FLASHSALE_PUBLIC_PAY", "false needs a payment webhook (FLASHSALE_PAYMENT_WEBHOOK_SECRET): else nothing pays an order, and every one expires")
+	}
 	if len(c.JWTKey) < MinJWTKeyLen {
 		p.add("FLASHSALE_JWT_HS256_KEY", "required, at least %d bytes (or FLASHSALE_JWT_HS256_KEY_FILE), got %d", MinJWTKeyLen, len(c.JWTKey))
 	}

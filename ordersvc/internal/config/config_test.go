@@ -79,6 +79,8 @@ func TestLoad(t *testing.T) {
 					t.Error("PublicPay off though FLASHSALE_PUBLIC_PAY=true")
 				}
 			}},
+		{name: "nobody to pay", mode: config.Serve, env: merge(secrets, map[string]string{"FLASHSALE_PUBLIC_PAY": "false"}),
+			wantErr: []string{"FLASHSALE_PUBLIC_PAY"}},
 		{name: "no webhook: the shopper pays", mode: config.Serve, env: secrets,
 			check: func(t *testing.T, c config.Config) {
 				if !c.PublicPay {

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -90,34 +90,67 @@ var ErrKeyReused = errors.New("store: idempotency key already used for another s
 // for the first's transaction and then finds its row.
 func (s *Store) CreateSaleOnce(ctx context.Context, key string, ns NewSale) (sale Sale, replayed bool, err error) {
 	digest := RequestDigest(ns)
+	// The key's sale, looked up first: a replay inserts nothing, so it
+	// does not move the catalog version (migration 0007's trigger fires on
+	// an INSERT statement even when ON CONFLICT leaves it no row).
+	sale, found, err := s.saleOfKey(ctx, key, digest)
+	if err != nil || found {
+		return sale, found, err
+	}
 	sale, created, err := s.createSale(ctx, ns, key, digest)
 	if err != nil || created {
 		return sale, false, err
 	}
+	// Another call with the key committed between the lookup and the insert.
+	sale, found, err = s.saleOfKey(ctx, key, digest)
+	if err == nil && !found {
+		err = fmt.Errorf("create sale %q: key %q held by a sale not found", ns.Name, key)
+	}
+	return sale, found, err
+}
+
+// saleOfKey returns the sale made under key, found false when none was;
+// ErrKeyReused when it was made from another request than digest's.
+func (s *Store) saleOfKey(ctx context.Context, key string, digest []byte) (Sale, bool, error) {
 	var id int64
 	var was []byte
-	err = s.pool.QueryRow(ctx, `SELECT id, request_digest FROM flash_sale WHERE idempotency_key = $1`, key).Scan(&id, &was)
-	if err != nil {
-		// Only a sale deleted since the insert found it lands here.
-		return Sale{}, false, fmt.Errorf("create sale %q: read the sale of its idempotency key: %w", ns.Name, err)
+	err := s.pool.QueryRow(ctx, `SELECT id, request_digest FROM flash_sale WHERE idempotency_key = $1`, key).Scan(&id, &was)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Sale{}, false, nil
+	case err != nil:
+		return Sale{}, false, fmt.Errorf("read the sale of idempotency key %q: %w", key, err)
+	case !bytes.Equal(was, digest):
+		return Sale{}, false, fmt.Errorf("key %q made sale %d: %w", key, id, ErrKeyReused)
 	}
-	if !bytes.Equal(was, digest) {
-		return Sale{}, false, fmt.Errorf("create sale %q: key %q made sale %d: %w", ns.Name, key, id, ErrKeyReused)
-	}
-	sale, err = s.GetSale(ctx, id)
+	sale, err := s.GetSale(ctx, id)
 	return sale, err == nil, err
 }
 
-// RequestDigest is the SHA-256 of a sale request as decoded, so two
-// requests for the same sale match however their JSON was spelt.
+// RequestDigest is the SHA-256 of a sale request in a canonical form, so
+// two requests for the same sale match however they were spelt: times in
+// UTC to PostgreSQL's microsecond, prices as decimals without trailing
+// zeros ("1", "1.0" and 1.00 are one price), 0 shards as 1. Each field is
+// written quoted or as a number, in a fixed order under a version tag, so
+// a field added to NewSale later changes no earlier digest.
 func RequestDigest(ns NewSale) []byte {
-	ns.StartsAt, ns.EndsAt = ns.StartsAt.UTC(), ns.EndsAt.UTC()
-	b, err := json.Marshal(ns)
-	if err != nil {
-		panic(fmt.Sprintf("store: encode a NewSale: %v", err)) // plain fields: cannot fail
+	h := sha256.New()
+	at := func(t time.Time) int64 { return t.UTC().Truncate(time.Microsecond).UnixMicro() }
+	fmt.Fprintf(h, "sale/v1 %q %d %d %d %t %t %d %d %d %d\n", ns.Name, at(ns.StartsAt), at(ns.EndsAt), ns.PaymentTTL.Microseconds(),
+		ns.Queue.Enabled, ns.Queue.Draw, ns.Queue.AdmissionRate, ns.Queue.PowDifficulty, max(ns.StockShards, 1), len(ns.Items))
+	for _, it := range ns.Items {
+		fmt.Fprintf(h, "item %q %q %q %d\n", it.ProductID, it.Name, canonicalPrice(it.Price), it.Quantity)
 	}
-	sum := sha256.Sum256(b)
-	return sum[:]
+	return h.Sum(nil)
+}
+
+// canonicalPrice drops a decimal's trailing zeros and point: "1.50" is
+// "1.5", "1.00" is "1". A validated price has no other spellings.
+func canonicalPrice(p string) string {
+	if strings.Contains(p, ".") {
+		p = strings.TrimRight(strings.TrimRight(p, "0"), ".")
+	}
+	return p
 }
 
 // createSale inserts the sale and its items; with a key, created is false

@@ -37,10 +37,14 @@ func TestCreateSaleOnce(t *testing.T) {
 	replays := make([]bool, callers)
 	for i := range callers {
 		wg.Go(func() {
-			// The same instant in another zone is the same request.
+			// The same sale spelt otherwise is the same request: the same
+			// instant in another zone and to PostgreSQL's microsecond, the
+			// same price with another zero, 1 shard said or not.
 			n := ns
 			if i%2 == 1 {
-				n.StartsAt = n.StartsAt.In(time.FixedZone("X", 3600))
+				n.StartsAt = n.StartsAt.In(time.FixedZone("X", 3600)).Add(300 * time.Nanosecond)
+				n.Items = []store.NewItem{{ProductID: "p", Name: "n", Price: "1.0", Quantity: 3}}
+				n.StockShards = 1
 			}
 			s, replayed, err := st.CreateSaleOnce(ctx, key, n)
 			if err != nil {
