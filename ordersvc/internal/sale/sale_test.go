@@ -254,15 +254,9 @@ func TestLoadStockTwice(t *testing.T) {
 // refused and changes nothing; before the opening a load runs again freely.
 func TestLoadStockRefusedWhileLive(t *testing.T) {
 	t.Parallel()
-	testenv.Require(t, testenv.RedisAddr())
 	ctx := testenv.Context(t)
-	pool := testdb.Pool(t)
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	st, stk := store.New(pool), stock.New(rc)
+	st, rc := storeAndRedis(t)
+	stk := stock.New(rc)
 	svc := sale.NewService(st, stk)
 
 	open := testdb.Sale(t, st, 5)
