@@ -110,7 +110,7 @@ func (p *Public) pay(base context.Context, rctx *fasthttp.RequestCtx) {
 	}
 	if p.providerPays {
 		writeError(rctx, fasthttp.StatusForbidden, CodePaymentByProvider,
-			"orders are paid through the payment provider, whose confirmation marks them PAID; GET the order to see it")
+			"orders are paid through the payment provider: the order turns PAID when the provider confirms the payment")
 		return
 	}
 	req, err := DecodePayRequest(rctx.PostBody())
