@@ -298,8 +298,9 @@ func TestBypassChangesKeepConfiguredUsers(t *testing.T) {
 	}
 }
 
-// An operator's body with a misspelt key changed nothing and answered 200:
-// it is now refused, and the limits stay as they were.
+// An operator's body with a misspelt key, or a rule outside what a token
+// bucket can do, changed nothing (or the wrong thing) and answered 200: it
+// is now refused, and the limits stay as they were.
 func TestAdminBodiesWithUnknownKeysAreRefused(t *testing.T) {
 	h := newHarness(t, harnessOpts{quantities: []int{1}, startsIn: -time.Minute})
 	admin := map[string]string{"Authorization": "Bearer test-admin-token-0123"}
@@ -308,7 +309,11 @@ func TestAdminBodiesWithUnknownKeysAreRefused(t *testing.T) {
 		`{"purchases":{"user":{"rate":1,"burst":1}}}`,
 		`{"purchase":{"usr":{"rate":1,"burst":1}}}`,
 		`{"purchase":{"user":{"rate":1,"brust":1}}}`,
+		`{"purchase":{"user":{"rate":1,"burst":1,"brust":4}}}`, // both fields there: the rule itself must refuse the key
 		`{"purchase":{"user":{"rate":1,"burst":1}}} {}`,
+		// They decode, and would let all through, refuse all, or never evict.
+		`{"purchase":{"user":{"rate":1e-11,"burst":1}}}`,
+		`{"queue":{"ip":{"rate":1,"burst":1000000000000}}}`,
 	} {
 		if got := h.doWith("PUT", h.admin+"/admin/limits", "", admin, []byte(body)); got.Status != 400 {
 			t.Errorf("PUT /admin/limits %s: %d %s, want 400", body, got.Status, got.Body)

@@ -30,11 +30,16 @@ func rule(s *pkgconfig.Source, name, def string) ratelimit.Rule {
 	r, b, ok := strings.Cut(v, "/")
 	rate, err1 := strconv.ParseFloat(r, 64)
 	burst, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil || rate < 0 || burst < 1 {
+	if !ok || err1 != nil || err2 != nil {
 		s.Fail(name, fmt.Errorf("want RATE/BURST like 1/3, or off: %q", v))
 		return ratelimit.Rule{}
 	}
-	return ratelimit.Rule{Rate: rate, Burst: burst}
+	rl := ratelimit.Rule{Rate: rate, Burst: burst}
+	if err := rl.Validate(); err != nil {
+		s.Fail(name, fmt.Errorf("%q: %w", v, err))
+		return ratelimit.Rule{}
+	}
+	return rl
 }
 
 // prefixes parses a comma-separated list of CIDRs or addresses.

@@ -25,6 +25,11 @@ func TestLoad(t *testing.T) {
 			[]string{"FLASHSALE_REDIS_TIMEOUT", "FLASHSALE_GATEWAY_ADMIN_ADDR"}},
 		{"bad limits and proxies", map[string]string{"FLASHSALE_LIMIT_PURCHASE_USER": "fast", "FLASHSALE_TRUSTED_PROXIES": "10.0.0.0/8,nonsense"},
 			[]string{"FLASHSALE_LIMIT_PURCHASE_USER", "FLASHSALE_TRUSTED_PROXIES"}},
+		// Each parses, and would let everyone through, refuse everyone or
+		// break every answer that shows the rule (ratelimit.Rule.Validate).
+		{"limits that parse but cannot work", map[string]string{"FLASHSALE_LIMIT_PURCHASE_USER": "NaN/3", "FLASHSALE_LIMIT_PURCHASE_IP": "Inf/3",
+			"FLASHSALE_LIMIT_QUEUE_USER": "1e-11/1", "FLASHSALE_LIMIT_QUEUE_IP": "1/1000000000000"},
+			[]string{"FLASHSALE_LIMIT_PURCHASE_USER", "FLASHSALE_LIMIT_PURCHASE_IP", "FLASHSALE_LIMIT_QUEUE_USER", "FLASHSALE_LIMIT_QUEUE_IP"}},
 		{"publish timeout too short", map[string]string{"FLASHSALE_PUBLISH_TIMEOUT": "1ms"}, []string{"FLASHSALE_PUBLISH_TIMEOUT"}},
 		// A round admits at most one second's worth: rounds 2 s apart halve the rate.
 		{"queue advanced less than once a second", map[string]string{"FLASHSALE_QUEUE_ADVANCE": "2s"}, []string{"FLASHSALE_QUEUE_ADVANCE"}},

@@ -38,7 +38,7 @@ func (a *API) putLimits(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	for _, r := range []*adminapi.Rule{v.Purchase.User, v.Purchase.IP, v.Queue.User, v.Queue.IP} {
-		if r != nil && (r.Rate < 0 || (r.Rate > 0 && r.Burst < 1)) {
+		if r != nil && ratelimit.Rule(*r).Validate() != nil {
 			errBadRequest.Write(ctx)
 			return
 		}

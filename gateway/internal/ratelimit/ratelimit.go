@@ -5,6 +5,7 @@
 package ratelimit
 
 import (
+	"fmt"
 	"hash/maphash"
 	"math"
 	"sync"
@@ -23,6 +24,33 @@ type Rule struct {
 
 // Enabled reports whether the rule limits anything.
 func (r Rule) Enabled() bool { return r.Rate > 0 }
+
+// The bounds of a rule that limits (Validate). Outside them the token
+// bucket misbehaves: below MinRate x/time/rate's wait for one token
+// overflows time.Duration (1e-11 lets every request through, 1e-10 refuses
+// even the first), and a burst so large that it never refills in a
+// Duration keeps every bucket from counting as idle, so none is evicted.
+const (
+	MinRate  = 1e-3 // one request in about 17 minutes
+	MaxRate  = 1e6
+	MaxBurst = 1_000_000
+)
+
+// Validate reports why r cannot work: off (Rate 0, any Burst) or a finite
+// Rate in [MinRate, MaxRate] with a Burst in [1, MaxBurst]. NaN and Inf
+// (which strconv.ParseFloat takes) would turn a limit off or let all
+// through, and break every JSON answer that shows the rule.
+func (r Rule) Validate() error {
+	switch {
+	case r.Rate == 0:
+		return nil
+	case math.IsNaN(r.Rate) || math.IsInf(r.Rate, 0) || r.Rate < MinRate || r.Rate > MaxRate:
+		return fmt.Errorf("rate %v: want 0 (off) or %v..%v per second", r.Rate, MinRate, MaxRate)
+	case r.Burst < 1 || r.Burst > MaxBurst:
+		return fmt.Errorf("burst %d: want 1..%d", r.Burst, MaxBurst)
+	}
+	return nil
+}
 
 const numShards = 64
 

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -146,5 +147,33 @@ func BenchmarkMemory500kShoppers(b *testing.B) {
 		b.ReportMetric(float64(users.Len()+ips.Len()), "buckets")
 		runtime.KeepAlive(users)
 		runtime.KeepAlive(ips)
+	}
+}
+
+// A rule either limits within the bucket's working range or is off; NaN,
+// Inf, a rate whose wait for a token overflows a Duration, and a burst that
+// never refills are refused.
+func TestRuleValidate(t *testing.T) {
+	tests := []struct {
+		r  Rule
+		ok bool
+	}{
+		{Rule{}, true},
+		{Rule{Rate: 0, Burst: 5}, true},
+		{Rule{Rate: 1, Burst: 3}, true},
+		{Rule{Rate: MinRate, Burst: 1}, true},
+		{Rule{Rate: MaxRate, Burst: MaxBurst}, true},
+		{Rule{Rate: 1, Burst: 0}, false},
+		{Rule{Rate: -1, Burst: 3}, false},
+		{Rule{Rate: 1e-11, Burst: 1}, false},
+		{Rule{Rate: math.NaN(), Burst: 3}, false},
+		{Rule{Rate: math.Inf(1), Burst: 3}, false},
+		{Rule{Rate: 2 * MaxRate, Burst: 3}, false},
+		{Rule{Rate: 1, Burst: MaxBurst + 1}, false},
+	}
+	for _, tt := range tests {
+		if err := tt.r.Validate(); (err == nil) != tt.ok {
+			t.Errorf("%+v: Validate() = %v, want ok=%v", tt.r, err, tt.ok)
+		}
 	}
 }
