@@ -64,6 +64,15 @@ func run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr i
 	if fs.NArg() > 0 {
 		return fmt.Errorf("command line: unexpected arguments %q (see gateway -h)", fs.Args())
 	}
+	// SIGHUP re-reads the configuration (the FLASHSALE_CONFIG file) and
+	// applies the live settings; a bad file is reported and changes nothing.
+	// It is caught from here on: app.New dials Redis and reads the catalog,
+	// and a HUP meanwhile (a configuration push to every gateway) would
+	// otherwise kill the process. One that came during the start is applied
+	// once it is up.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cfg, err := config.Load(env)
 	if err != nil {
 		return err
@@ -78,11 +87,6 @@ func run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	// SIGHUP re-reads the configuration (the FLASHSALE_CONFIG file) and
-	// applies the live settings; a bad file is reported and changes nothing.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	eg, ctx := errgroup.WithContext(ctx)
 	eg.Go(func() error {
 		for {
