@@ -15,6 +15,12 @@ var Reserve string
 //go:embed release.lua
 var Release string
 
+// ReturnToken makes a spent admission token good again, unless its shopper
+// holds a unit now.
+//
+//go:embed return_token.lua
+var ReturnToken string
+
 // Load writes a sale's stock and active holders from PostgreSQL's numbers.
 //
 //go:embed load.lua

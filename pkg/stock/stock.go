@@ -55,6 +55,7 @@ type Store struct {
 	give     *rueidis.Lua
 	slotRead *rueidis.Lua
 	pause    *rueidis.Lua
+	retToken *rueidis.Lua
 	shards   func(saleID int64) (int, error)
 	tags     sync.Map // layoutKey -> []string, the shard tags of a sharded sale
 	refills  singleflight.Group
@@ -88,6 +89,7 @@ func New(client rueidis.Client, opts ...Option) *Store {
 		give:     rueidis.NewLuaScript(lua.MoveGive),
 		slotRead: rueidis.NewLuaScript(lua.SlotRead),
 		pause:    rueidis.NewLuaScript(lua.Pause),
+		retToken: rueidis.NewLuaScript(lua.ReturnToken),
 	}
 	for _, o := range opts {
 		o(s)
@@ -442,18 +444,21 @@ func (s *Store) AdmissionSpent(ctx context.Context, saleID int64, userID, tokenI
 // ReturnToken makes an admission token good again: for a purchase whose
 // reservation spent it and whose order will never exist, when someone else
 // (the order service's relay, writing the order off) released the unit
-// first, without the token. Only for such a purchase: the token was spent
-// by it, so no other purchase can have spent it since.
-func (s *Store) ReturnToken(ctx context.Context, saleID int64, userID, tokenID string) error {
+// first, without the token. Not when she holds a unit now: the token was
+// then given back once already and bought it (a late retry of this release
+// after she bought again), and one admission buys once. It reports
+// whether the token was given back.
+func (s *Store) ReturnToken(ctx context.Context, saleID int64, userID, tokenID string) (bool, error) {
 	l, err := s.layout(saleID)
 	if err != nil {
-		return err
+		return false, err
 	}
-	key := tokensOf(l.tag(l.shardOf(userID)))
-	if err := s.client.Do(ctx, s.client.B().Srem().Key(key).Member(tokenID).Build()).Error(); err != nil {
-		return fmt.Errorf("return admission token of sale %d: %w", saleID, err)
+	tag := l.tag(l.shardOf(userID))
+	n, err := s.retToken.Exec(ctx, s.client, []string{holdersOf(tag), tokensOf(tag)}, []string{userID, tokenID}).AsInt64()
+	if err != nil {
+		return false, fmt.Errorf("return admission token of sale %d: %w", saleID, err)
 	}
-	return nil
+	return n == 1, nil
 }
 
 // ItemsOf reads the items of the given holders' reservations (user -> order

@@ -227,6 +227,63 @@ func TestSpentAdmissionTokenIsRefused(t *testing.T) {
 	})
 }
 
+// ReturnToken gives a spent token back for a purchase whose unit someone
+// else released first, and never while its shopper holds a unit: a late
+// retry of a failed purchase's give-back, after she bought again with the
+// token it had already returned, must not let the admission buy a third
+// time.
+func TestReturnTokenKeepsItSpentWhileSheHoldsAUnit(t *testing.T) {
+	_, st, sale := newSale(t)
+	ctx := testenv.Context(t)
+	t.Cleanup(func() {
+		c, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+		defer c.Close()
+		c.Do(context.Background(), c.B().Del().Key(stock.SpentTokensKey(sale)).Build())
+	})
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 5}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The legitimate case: the relay wrote o1 off and released its unit
+	// without the token; the token goes back alone and buys.
+	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o1", "tok-1"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.Release(ctx, sale, 1, "u1", "o1"); !ok || err != nil {
+		t.Fatalf("relay's release: %v %v", ok, err)
+	}
+	if back, err := st.ReturnToken(ctx, sale, "u1", "tok-1"); !back || err != nil {
+		t.Fatalf("ReturnToken after the relay's release: %v %v, want given back", back, err)
+	}
+	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o2", "tok-1"); err != nil {
+		t.Fatalf("the returned token: %v, want it to buy", err)
+	}
+
+	// The late retry: o3's give-back ran (unit and token back) but its
+	// answer was lost; she bought o4 with the token; then the retry.
+	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u2", "o3", "tok-2"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.GiveBack(ctx, sale, 1, "u2", "o3", "tok-2"); !ok || err != nil {
+		t.Fatalf("give back: %v %v", ok, err)
+	}
+	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u2", "o4", "tok-2"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.GiveBack(ctx, sale, 1, "u2", "o3", "tok-2"); ok || err != nil {
+		t.Fatalf("retried give back: %v %v, want a no-op", ok, err)
+	}
+	if back, err := st.ReturnToken(ctx, sale, "u2", "tok-2"); back || err != nil {
+		t.Fatalf("ReturnToken while she holds o4: %v %v, want kept spent", back, err)
+	}
+	// o4 existed (an order), ends, and its unit goes back without the token.
+	if ok, err := st.Release(ctx, sale, 1, "u2", "o4"); !ok || err != nil {
+		t.Fatalf("release of o4: %v %v", ok, err)
+	}
+	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u2", "o5", "tok-2"); !errors.Is(err, stock.ErrTokenSpent) {
+		t.Fatalf("the token after it bought o4: %v, want ErrTokenSpent", err)
+	}
+}
+
 // An order PostgreSQL refused for lack of stock frees its shopper without
 // putting back a unit that PostgreSQL never had; once per order.
 func TestDropFreesTheShopperWithoutAUnit(t *testing.T) {

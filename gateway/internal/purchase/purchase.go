@@ -328,7 +328,7 @@ func (b *Buyer) tryRelease(ctx context.Context, r release) bool {
 	if err == nil && !gave && r.reserved && r.tokenID != "" {
 		// The unit went back without the token (the relay wrote the order
 		// off first): the token this reservation spent goes back alone.
-		err = b.stock.ReturnToken(rctx, r.saleID, r.userID, r.tokenID)
+		_, err = b.stock.ReturnToken(rctx, r.saleID, r.userID, r.tokenID)
 	}
 	return err == nil
 }
