@@ -12,13 +12,14 @@ import (
 )
 
 type queueAnswer struct {
-	Ticket         string `json:"ticket"`
-	State          string `json:"state"`
-	Position       *int64 `json:"position"`
-	PollAfterMs    int64  `json:"pollAfterMs"`
-	AdmissionToken string `json:"admissionToken"`
-	PurchasePath   string `json:"purchasePath"`
-	Error          string `json:"error"`
+	Ticket         string     `json:"ticket"`
+	State          string     `json:"state"`
+	Position       *int64     `json:"position"`
+	PollAfterMs    int64      `json:"pollAfterMs"`
+	AdmissionToken string     `json:"admissionToken"`
+	AdmissionUntil *time.Time `json:"admissionExpiresAt"`
+	PurchasePath   string     `json:"purchasePath"`
+	Error          string     `json:"error"`
 }
 
 func (h *harness) queue(method, path, user string, body []byte) (int, queueAnswer) {
@@ -74,6 +75,11 @@ func TestQueuedSaleNeedsAdmission(t *testing.T) {
 		t.Fatalf("admitted answer %+v lacks the purchase path", alice)
 	}
 	signer, _ := admission.NewSigner(gateKey)
+	// The expiry shown is the token's own, to the second it keeps: shown
+	// finer, a page would count on a second the token does not have.
+	if tok, err := signer.Verify(alice.AdmissionToken, h.saleID, "alice", time.Now()); err != nil || alice.AdmissionUntil == nil || !alice.AdmissionUntil.Equal(tok.Expires) {
+		t.Errorf("admissionExpiresAt %v, the token's expiry %v (%v): want the same instant", alice.AdmissionUntil, tok.Expires, err)
+	}
 	forged, _ := admission.NewSigner([]byte("not-the-gateway-secret-0123456789abcdef"))
 	exp := time.Now().Add(time.Minute)
 

@@ -56,7 +56,7 @@ func (a *API) queueChallenge(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	exp := a.Now().Add(a.PowChallengeTTL)
+	exp := a.Now().Add(a.PowChallengeTTL).Truncate(time.Second) // whole seconds, as the challenge keeps it
 	writeJSON(ctx, fasthttp.StatusOK, map[string]any{
 		"challenge":  a.Admission.Challenge(s.ID, user, s.Queue.PowDifficulty, exp),
 		"difficulty": s.Queue.PowDifficulty, "expiresAt": exp.UTC(),
@@ -167,7 +167,9 @@ func (a *API) writeQueueStatus(ctx *fasthttp.RequestCtx, c context.Context, s *c
 		v.Position = &st.Position
 		zero := int64(0)
 		v.EtaSeconds = &zero
-		exp := now.Add(a.AdmissionTTL)
+		// Whole seconds, as the token keeps it: shown finer, the page
+		// would count on up to a second the token does not have.
+		exp := now.Add(a.AdmissionTTL).Truncate(time.Second)
 		v.AdmissionToken = a.Admission.Sign(admission.Token{SaleID: s.ID, UserID: user, ID: ticket, Expires: exp})
 		v.AdmissionUntil = &exp
 		v.PurchasePath = purchasePath(s)
