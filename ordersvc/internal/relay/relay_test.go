@@ -86,25 +86,6 @@ func outcomes(t *testing.T, st *store.Store, ids ...uuid.UUID) map[uuid.UUID]str
 	return got
 }
 
-// waitReleased waits until the rows are marked, by whichever relay took them.
-func waitReleased(t *testing.T, pool *pgxpool.Pool, ids ...uuid.UUID) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var n int
-		if err := pool.QueryRow(testenv.Context(t), `SELECT count(*) FROM stock_release WHERE order_id = ANY($1) AND released_at IS NOT NULL`, ids).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n == len(ids) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d outbox rows released after 10s", n, len(ids))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // released tells whether the outbox row of id has been released.
 func released(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) bool {
 	t.Helper()
@@ -143,7 +124,7 @@ func TestDrainConcurrentRelays(t *testing.T) {
 	if sum := totals[0] + totals[1] + totals[2] + totals[3]; sum > 2 {
 		t.Errorf("rows marked by the relays: got %d, want at most 2", sum)
 	}
-	waitReleased(t, pool, rejected...)
+	testdb.WaitReleased(t, pool, rejected...)
 	left, err := stk.Left(ctx, s.ID, s.Items[0].ID)
 	// The fixture's Redis held 3 units for PostgreSQL's 1: the two orders
 	// refused for lack of stock free their shoppers and return nothing.
@@ -331,7 +312,7 @@ func TestDrainRedisDown(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- relay.New(st, stk, quiet, metrics.New()).Run(rctx, 20*time.Millisecond) }()
-	waitReleased(t, pool, ids...)
+	testdb.WaitReleased(t, pool, ids...)
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
@@ -490,7 +471,7 @@ func TestFailingRowsDoNotHoldBackOthers(t *testing.T) {
 		if attempt == 5 {
 			t.Fatalf("the pass marked %d of the 2 rows behind %d failing ones, in %d attempts", n, len(badIDs), attempt)
 		}
-		waitReleased(t, pool, good[1].OrderID, good[2].OrderID)
+		testdb.WaitReleased(t, pool, good[1].OrderID, good[2].OrderID)
 		t.Logf("attempt %d: another relay released %d of the rows first; again with new ones", attempt, 2-n)
 	}
 }

@@ -118,7 +118,7 @@ func TestReleaseAbandoned(t *testing.T) {
 	}
 	// Its drain skips a row another test's relay holds; that relay
 	// releases it.
-	waitSaleReleased(t, sl.ID)
+	testdb.WaitSaleReleased(t, pool, sl.ID)
 	after, err := stk.Holders(ctx, sl.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -311,40 +311,7 @@ func (f *recFixture) drain(id uuid.UUID) {
 	if _, err := relay.New(f.st, f.stk, quietLog, metrics.New()).Drain(f.ctx, []uuid.UUID{id}); err != nil {
 		f.t.Fatal(err)
 	}
-	waitReleased(f.t, id)
-}
-
-// waitReleased waits until the outbox rows of ids are marked done: a drain
-// skips a row another test's relay holds at that moment, which that relay
-// then releases.
-func waitReleased(t testing.TB, ids ...uuid.UUID) {
-	t.Helper()
-	waitOutbox(t, `order_id = ANY($1)`, ids)
-}
-
-// waitSaleReleased waits until every outbox row of the sale is marked done.
-func waitSaleReleased(t testing.TB, saleID int64) {
-	t.Helper()
-	waitOutbox(t, `sale_id = $1`, saleID)
-}
-
-func waitOutbox(t testing.TB, where string, arg any) {
-	t.Helper()
-	ctx, pool := testenv.Context(t), testdb.Pool(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var pending int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM stock_release WHERE released_at IS NULL AND `+where, arg).Scan(&pending); err != nil {
-			t.Fatal(err)
-		}
-		if pending == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d outbox rows (%s) not released after 10s", pending, where)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testdb.WaitReleased(f.t, testdb.Pool(f.t), id)
 }
 
 func TestReconcileErrors(t *testing.T) {
@@ -478,7 +445,7 @@ func TestRepairReleasesOrdersThatEndedMeanwhile(t *testing.T) {
 	if rec.Requeued != 1 {
 		t.Errorf("requeued %d releases, want 1 (u0's)", rec.Requeued)
 	}
-	waitReleased(t, f.evs[0].OrderID) // the repair's drain may have met another relay's pass
+	testdb.WaitReleased(t, testdb.Pool(t), f.evs[0].OrderID) // the repair's drain may have met another relay's pass
 	holder, err := rc.Do(f.ctx, rc.B().Hget().Key(stock.HoldersKey(f.sale.ID)).Field("u0").Build()).ToString()
 	if !rueidis.IsRedisNil(err) {
 		t.Errorf("u0 still holds %q (%v) after her order was cancelled: she cannot buy again", holder, err)

@@ -241,15 +241,15 @@ func (s *Service) LoadStock(ctx context.Context, saleID int64, force bool) (Load
 	if err := s.awaitConsumer(ctx); err != nil {
 		return LoadResult{}, fmt.Errorf("load stock of sale %d: %w", saleID, err)
 	}
-	// After the wait, which can be long: a sale may have opened meanwhile.
-	if !force {
-		if err := s.refuseLive(ctx, saleID); err != nil {
-			return LoadResult{}, fmt.Errorf("load stock of sale %d: %w", saleID, err)
-		}
-	}
 	snap, err := s.store.StockSnapshot(ctx, saleID)
 	if err != nil {
 		return LoadResult{}, err
+	}
+	// After the wait, which can be long: a sale may have opened meanwhile.
+	if !force {
+		if err := s.refuseLive(ctx, snap.Sale); err != nil {
+			return LoadResult{}, fmt.Errorf("load stock of sale %d: %w", saleID, err)
+		}
 	}
 	if err := s.stock.Load(ctx, saleID, snap.Items, snap.Holders); err != nil {
 		return LoadResult{}, err
@@ -274,11 +274,8 @@ const liveBefore = 5 * time.Second
 // still reach the broker and the consumer then). Stock is in Redis when
 // any item's stock reads, or any shopper holds a unit: a sharded item
 // that lost one shard reads as not loaded while the others still sell.
-func (s *Service) refuseLive(ctx context.Context, saleID int64) error {
-	sale, err := s.store.GetSale(ctx, saleID)
-	if err != nil {
-		return err
-	}
+func (s *Service) refuseLive(ctx context.Context, sale store.Sale) error {
+	saleID := sale.ID
 	now := time.Now()
 	if now.Before(sale.StartsAt.Add(-liveBefore)) || now.After(sale.EndsAt.Add(s.window)) {
 		return nil

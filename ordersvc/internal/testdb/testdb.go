@@ -7,6 +7,7 @@
 package testdb
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -101,4 +102,46 @@ func Orders(t testing.TB, st *store.Store, stk *stock.Store, sale store.Sale, it
 		}
 	}
 	return evs
+}
+
+// WaitReleased waits, up to 10 s, until the outbox rows of ids are all
+// marked released, by whichever relay took them: tests share the outbox,
+// and a drain skips a row another test's relay holds at that moment.
+func WaitReleased(t testing.TB, pool *pgxpool.Pool, ids ...uuid.UUID) {
+	t.Helper()
+	waitOutbox(t, pool, fmt.Sprintf("%d outbox rows", len(ids)), func(ctx context.Context) (bool, error) {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM stock_release WHERE order_id = ANY($1) AND released_at IS NOT NULL`, ids).Scan(&n)
+		return n == len(ids), err
+	})
+}
+
+// WaitSaleReleased waits, up to 10 s, until no outbox row of the sale is
+// pending.
+func WaitSaleReleased(t testing.TB, pool *pgxpool.Pool, saleID int64) {
+	t.Helper()
+	waitOutbox(t, pool, fmt.Sprintf("the outbox rows of sale %d", saleID), func(ctx context.Context) (bool, error) {
+		var pending int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM stock_release WHERE sale_id = $1 AND released_at IS NULL`, saleID).Scan(&pending)
+		return pending == 0, err
+	})
+}
+
+func waitOutbox(t testing.TB, pool *pgxpool.Pool, what string, done func(context.Context) (bool, error)) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, err := done(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not released after 10s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
