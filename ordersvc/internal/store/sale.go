@@ -135,8 +135,7 @@ func (s *Store) saleOfKey(ctx context.Context, key string, digest []byte) (Sale,
 // a field added to NewSale later changes no earlier digest.
 func RequestDigest(ns NewSale) []byte {
 	h := sha256.New()
-	at := func(t time.Time) int64 { return t.UTC().Truncate(time.Microsecond).UnixMicro() }
-	fmt.Fprintf(h, "sale/v1 %q %d %d %d %t %t %d %d %d %d\n", ns.Name, at(ns.StartsAt), at(ns.EndsAt), ns.PaymentTTL.Microseconds(),
+	fmt.Fprintf(h, "sale/v1 %q %d %d %d %t %t %d %d %d %d\n", ns.Name, ns.StartsAt.UnixMicro(), ns.EndsAt.UnixMicro(), ns.PaymentTTL.Microseconds(),
 		ns.Queue.Enabled, ns.Queue.Draw, ns.Queue.AdmissionRate, ns.Queue.PowDifficulty, max(ns.StockShards, 1), len(ns.Items))
 	for _, it := range ns.Items {
 		fmt.Fprintf(h, "item %q %q %q %d\n", it.ProductID, it.Name, canonicalPrice(it.Price), it.Quantity)
