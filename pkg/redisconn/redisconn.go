@@ -127,11 +127,21 @@ func Validate(setting string) error {
 // base's tuning (timeouts, caching, pipelining); a cluster client also
 // refreshes its slot map every TopologyRefresh unless base sets another
 // interval. A server that refuses the credentials is named as such.
+//
+// Every connection pipelines from its first command (rueidis
+// AlwaysPipelining). Without it a connection starts in a synchronous mode
+// that sets the socket's deadline from the command's context, and a
+// command whose deadline runs out there closes the connection, failing
+// every command queued behind it with that command's error: one
+// purchase's expired Redis timeout would answer its neighbours 503, after
+// every start and every reconnect. Pipelined, an expired command is
+// abandoned alone and its late answer read and dropped.
 func New(setting string, base rueidis.ClientOption) (rueidis.Client, error) {
 	opt, err := Options(setting, base)
 	if err != nil {
 		return nil, err
 	}
+	opt.AlwaysPipelining = !opt.DisableAutoPipelining
 	if opt.ClusterOption.ShardsRefreshInterval == 0 {
 		opt.ClusterOption.ShardsRefreshInterval = TopologyRefresh
 	}

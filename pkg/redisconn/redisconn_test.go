@@ -2,6 +2,7 @@ package redisconn_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -116,5 +117,47 @@ func TestMultiplex(t *testing.T) {
 		if got, err := redisconn.Multiplex(conns); err == nil {
 			t.Errorf("Multiplex(%d) = %d, want an error", conns, got)
 		}
+	}
+}
+
+// holdServer keeps the Redis server busy for about ms milliseconds (one
+// script, which no other client's command can interleave with).
+const holdServer = `local t = redis.call('TIME')
+local start = t[1] * 1000000 + t[2]
+repeat
+  local n = redis.call('TIME')
+  t = n[1] * 1000000 + n[2]
+until t - start > tonumber(ARGV[1]) * 1000
+return 1`
+
+// A command whose deadline runs out fails alone: the command queued on the
+// same connection behind it still gets its answer. This is the gateway's
+// case of a purchase whose Redis timeout expires while its neighbours
+// wait, on a connection fresh from a start or a reconnect; in rueidis's
+// synchronous mode the expired deadline closed the connection under the
+// neighbour (the red run: "context deadline exceeded" for the PING).
+func TestExpiredDeadlineFailsOnlyItsCommand(t *testing.T) {
+	testenv.Require(t, testenv.RedisAddr())
+	for round := range 3 { // each on a new client: the synchronous mode is a new connection's
+		c, err := redisconn.New(testenv.RedisAddr(), rueidis.ClientOption{DisableCache: true, PipelineMultiplex: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := testenv.Context(t)
+		slow := make(chan error, 1)
+		go func() {
+			sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			slow <- c.Do(sctx, c.B().Eval().Script(holdServer).Numkeys(0).Arg("300").Build()).Error()
+		}()
+		time.Sleep(20 * time.Millisecond) // the script is on the wire, its deadline not yet run out
+		pong, err := c.Do(ctx, c.B().Ping().Build()).ToString()
+		if err != nil || pong != "PONG" {
+			t.Errorf("round %d: PING queued behind an expiring command: %q, %v; want PONG", round, pong, err)
+		}
+		if err := <-slow; !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("round %d: the slow command: %v, want its deadline's error", round, err)
+		}
+		c.Close()
 	}
 }
