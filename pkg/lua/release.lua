@@ -1,12 +1,15 @@
 -- release.lua: give back the unit held by one order, at most once.
 -- KEYS[1] stock left of the item, KEYS[2] active holders of the sale,
--- KEYS[3] admission token ids already spent, KEYS[4] KEYS[1]'s pause marker
+-- KEYS[3] admission token ids already spent, KEYS[4] KEYS[1]'s pause marker,
+-- KEYS[5] which token each order spent (order id -> token id, "-" once back)
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] pub/sub channel told about returned stock,
 -- ARGV[4] message published on it ("<sale>:<item>"),
 -- ARGV[5] "drop" to free the user without returning the unit (an order
 --   PostgreSQL refused for lack of stock: that unit never existed there),
 -- ARGV[6] the admission token the reservation spent, given back with the
---   unit ("" to keep it spent: an order that existed used its admission)
+--   unit; "*" for whichever token KEYS[5] notes this order spent (the order
+--   service, which knows no token); "" to keep it spent: an order that
+--   existed used its admission
 -- Returns 1 when the unit went back, 0 when this order held nothing (already
 -- released, never reserved, or the user now holds a newer order), -3 when the
 -- stock key is missing (not loaded: reconciliation from PostgreSQL decides),
@@ -24,8 +27,17 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return -3
 end
 redis.call('HDEL', KEYS[2], ARGV[1])
-if ARGV[6] ~= '' then
-  redis.call('SREM', KEYS[3], ARGV[6])
+local token = ARGV[6]
+if token == '*' then
+  token = redis.call('HGET', KEYS[5], ARGV[2]) or ''
+end
+if token ~= '' and token ~= '-' then
+  redis.call('SREM', KEYS[3], token)
+  -- Noted as given back, so a late retry of this order's give-back cannot
+  -- return the token again once it has bought another unit.
+  if redis.call('HEXISTS', KEYS[5], ARGV[2]) == 1 then
+    redis.call('HSET', KEYS[5], ARGV[2], '-')
+  end
 end
 if ARGV[5] == 'drop' then
   return 1

@@ -4,6 +4,8 @@
 -- KEYS[3] admission token ids already spent ({fs:<sale>}:q:used)
 -- KEYS[4] what each holder's reservation is of, a hash user -> "<item>:<order>"
 --         ({fs:<sale>}:holder-items)
+-- KEYS[5] which token each order spent, a hash order id -> token id ("-" once
+--         given back; {fs:<sale>}:q:used-by)
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] admission token id ("" when none),
 -- ARGV[4] item id, ARGV[5] how long the spent tokens are kept (seconds)
 -- Returns the stock left after the reservation (>= 0), or
@@ -41,8 +43,13 @@ redis.call('HSET', KEYS[4], ARGV[1], ARGV[4] .. ':' .. ARGV[2])
 -- broker's acknowledgement instead, a lost write (or a gateway dying in
 -- between) left it good for a second purchase once this order ended. A
 -- purchase that fails gives the token back with its unit (release.lua).
+-- The note of which order spent it lets the order service give it back
+-- for an order that never came to exist, and lets a late retry of a give-back
+-- tell that this order's token went back already (return_token.lua).
 if ARGV[3] ~= '' then
   redis.call('SADD', KEYS[3], ARGV[3])
   redis.call('EXPIRE', KEYS[3], ARGV[5])
+  redis.call('HSET', KEYS[5], ARGV[2], ARGV[3])
+  redis.call('EXPIRE', KEYS[5], ARGV[5])
 end
 return redis.call('DECR', KEYS[1])

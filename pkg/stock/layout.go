@@ -111,6 +111,10 @@ func (l layout) shardOf(user string) int {
 func holdersOf(tag string) string { return tag + ":holders" }
 func tokensOf(tag string) string  { return tag + ":q:used" }
 
+// spentByOf notes which admission token each order's reservation spent
+// (order id -> token id, "-" once given back; see reserve.lua).
+func spentByOf(tag string) string { return tag + ":q:used-by" }
+
 // holderItemsOf notes which item each holder's reservation took (see
 // reserve.lua); a hint for the holders no order row explains yet.
 func holderItemsOf(tag string) string { return tag + ":holder-items" }

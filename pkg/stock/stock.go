@@ -199,7 +199,7 @@ func (s *Store) ReserveAdmitted(ctx context.Context, saleID, itemID int64, userI
 func (s *Store) reserveOn(ctx context.Context, l layout, k int, itemID int64, userID, orderID, tokenID string) (int64, error) {
 	tag := l.tag(k)
 	n, err := s.reserve.Exec(ctx, s.client,
-		[]string{l.stockKey(k, itemID), holdersOf(tag), tokensOf(tag), holderItemsOf(tag)},
+		[]string{l.stockKey(k, itemID), holdersOf(tag), tokensOf(tag), holderItemsOf(tag), spentByOf(tag)},
 		[]string{userID, orderID, tokenID, strconv.FormatInt(itemID, 10), spentTokensTTL}).AsInt64()
 	if err != nil {
 		return 0, fmt.Errorf("reserve sale %d item %d: %w", l.sale, itemID, err)
@@ -224,11 +224,22 @@ func (s *Store) reserveOn(ctx context.Context, l layout, k int, itemID int64, us
 // seconds for the reserve script: as long as a sale may run.
 var spentTokensTTL = strconv.Itoa(int((7 * 24 * time.Hour).Seconds()))
 
-// Release gives back the unit that orderID holds. It reports whether a unit
-// went back; repeating it, or releasing an order that holds nothing, is a
+// Release gives back the unit that orderID holds, for an order that ended
+// (expired, cancelled): the admission token its reservation spent stays
+// spent, since an admission buys once. It reports whether a unit went
+// back; repeating it, or releasing an order that holds nothing, is a
 // no-op. ErrNotLoaded means the stock key is gone and reconciliation decides.
 func (s *Store) Release(ctx context.Context, saleID, itemID int64, userID, orderID string) (bool, error) {
 	return s.release1(ctx, saleID, itemID, userID, orderID, "", "")
+}
+
+// WriteOff is Release for an order that never came to exist (refused,
+// abandoned, or given up by its gateway): the admission token its
+// reservation spent goes back with the unit, found by the order id, so
+// the shopper can try again with her admission. The order service's relay
+// knows no token; GiveBack is the gateway's own give-back.
+func (s *Store) WriteOff(ctx context.Context, saleID, itemID int64, userID, orderID string) (bool, error) {
+	return s.release1(ctx, saleID, itemID, userID, orderID, "", "*")
 }
 
 // GiveBack is Release for a purchase that failed before its order existed:
@@ -240,9 +251,11 @@ func (s *Store) GiveBack(ctx context.Context, saleID, itemID int64, userID, orde
 
 // Drop frees the user held by orderID without returning its unit: for an
 // order PostgreSQL refused because the item had no stock left there, so
-// Redis held one unit more than the truth. Once per order, like Release.
+// Redis held one unit more than the truth. Her admission token goes back,
+// as with WriteOff: the admission bought nothing. Once per order, like
+// Release.
 func (s *Store) Drop(ctx context.Context, saleID, itemID int64, userID, orderID string) (bool, error) {
-	return s.release1(ctx, saleID, itemID, userID, orderID, "drop", "")
+	return s.release1(ctx, saleID, itemID, userID, orderID, "drop", "*")
 }
 
 func (s *Store) release1(ctx context.Context, saleID, itemID int64, userID, orderID, mode, tokenID string) (bool, error) {
@@ -252,7 +265,7 @@ func (s *Store) release1(ctx context.Context, saleID, itemID int64, userID, orde
 	}
 	k := l.shardOf(userID)
 	n, err := s.release.Exec(ctx, s.client,
-		[]string{l.stockKey(k, itemID), holdersOf(l.tag(k)), tokensOf(l.tag(k)), PauseMarker(l.stockKey(k, itemID))},
+		[]string{l.stockKey(k, itemID), holdersOf(l.tag(k)), tokensOf(l.tag(k)), PauseMarker(l.stockKey(k, itemID)), spentByOf(l.tag(k))},
 		[]string{userID, orderID, ReturnedChannel, strconv.FormatInt(saleID, 10) + ":" + strconv.FormatInt(itemID, 10), mode, tokenID}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("release order %s: %w", orderID, err)
@@ -441,20 +454,21 @@ func (s *Store) AdmissionSpent(ctx context.Context, saleID int64, userID, tokenI
 	return spent, holding, nil
 }
 
-// ReturnToken makes an admission token good again: for a purchase whose
-// reservation spent it and whose order will never exist, when someone else
-// (the order service's relay, writing the order off) released the unit
-// first, without the token. Not when she holds a unit now: the token was
-// then given back once already and bought it (a late retry of this release
-// after she bought again), and one admission buys once. It reports
-// whether the token was given back.
-func (s *Store) ReturnToken(ctx context.Context, saleID int64, userID, tokenID string) (bool, error) {
+// ReturnToken makes the admission token that orderID's reservation spent
+// good again: for a purchase whose order will never exist, when someone
+// else released the unit first (a reload, or a relay from before WriteOff
+// gave tokens back). Once per order: when orderID's token went back
+// already, a late retry of the give-back changes nothing, even after she
+// bought again with it and that order ended; one admission buys once. (A
+// reservation made before the spent-by notes falls back to "not while she
+// holds a unit".) It reports whether the token was given back.
+func (s *Store) ReturnToken(ctx context.Context, saleID int64, userID, orderID, tokenID string) (bool, error) {
 	l, err := s.layout(saleID)
 	if err != nil {
 		return false, err
 	}
 	tag := l.tag(l.shardOf(userID))
-	n, err := s.retToken.Exec(ctx, s.client, []string{holdersOf(tag), tokensOf(tag)}, []string{userID, tokenID}).AsInt64()
+	n, err := s.retToken.Exec(ctx, s.client, []string{holdersOf(tag), tokensOf(tag), spentByOf(tag)}, []string{userID, tokenID, orderID}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("return admission token of sale %d: %w", saleID, err)
 	}

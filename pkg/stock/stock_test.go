@@ -251,7 +251,7 @@ func TestReturnTokenKeepsItSpentWhileSheHoldsAUnit(t *testing.T) {
 	if ok, err := st.Release(ctx, sale, 1, "u1", "o1"); !ok || err != nil {
 		t.Fatalf("relay's release: %v %v", ok, err)
 	}
-	if back, err := st.ReturnToken(ctx, sale, "u1", "tok-1"); !back || err != nil {
+	if back, err := st.ReturnToken(ctx, sale, "u1", "o1", "tok-1"); !back || err != nil {
 		t.Fatalf("ReturnToken after the relay's release: %v %v, want given back", back, err)
 	}
 	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o2", "tok-1"); err != nil {
@@ -272,7 +272,7 @@ func TestReturnTokenKeepsItSpentWhileSheHoldsAUnit(t *testing.T) {
 	if ok, err := st.GiveBack(ctx, sale, 1, "u2", "o3", "tok-2"); ok || err != nil {
 		t.Fatalf("retried give back: %v %v, want a no-op", ok, err)
 	}
-	if back, err := st.ReturnToken(ctx, sale, "u2", "tok-2"); back || err != nil {
+	if back, err := st.ReturnToken(ctx, sale, "u2", "o3", "tok-2"); back || err != nil {
 		t.Fatalf("ReturnToken while she holds o4: %v %v, want kept spent", back, err)
 	}
 	// o4 existed (an order), ends, and its unit goes back without the token.
@@ -281,6 +281,93 @@ func TestReturnTokenKeepsItSpentWhileSheHoldsAUnit(t *testing.T) {
 	}
 	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u2", "o5", "tok-2"); !errors.Is(err, stock.ErrTokenSpent) {
 		t.Fatalf("the token after it bought o4: %v, want ErrTokenSpent", err)
+	}
+}
+
+// A late retry of a failed purchase's give-back returns nothing once that
+// purchase's token went back, however her later orders went: here she
+// bought again with the returned token and that order has ended (it
+// existed, so its admission stays used), and she holds nothing. Without the
+// note of which order spent the token, the retry found no unit held and
+// gave the token back a second time: one admission, a third purchase.
+func TestReturnTokenOncePerOrder(t *testing.T) {
+	_, st, sale := newSale(t)
+	ctx := testenv.Context(t)
+	t.Cleanup(func() {
+		c, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+		defer c.Close()
+		c.Do(context.Background(), c.B().Del().Key(stock.SpentTokensKey(sale)).Build())
+	})
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 5}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o1", "tok-1"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.GiveBack(ctx, sale, 1, "u1", "o1", "tok-1"); !ok || err != nil {
+		t.Fatalf("give back of o1: %v %v", ok, err)
+	}
+	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o2", "tok-1"); err != nil {
+		t.Fatalf("the returned token: %v, want it to buy", err)
+	}
+	if ok, err := st.Release(ctx, sale, 1, "u1", "o2"); !ok || err != nil { // o2 expired
+		t.Fatalf("release of o2: %v %v", ok, err)
+	}
+	if back, err := st.ReturnToken(ctx, sale, "u1", "o1", "tok-1"); back || err != nil {
+		t.Fatalf("late ReturnToken for o1 after o2 bought with the token and ended: %v %v, want kept spent", back, err)
+	}
+	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o3", "tok-1"); !errors.Is(err, stock.ErrTokenSpent) {
+		t.Fatalf("the token after it bought o2: %v, want ErrTokenSpent", err)
+	}
+}
+
+// The order service writes off an order that never came to exist (its
+// gateway died, or the consumer refused it) knowing no admission token:
+// WriteOff finds the token by the order and gives it back with the unit,
+// so the shopper can buy again with her admission. Release, for an order
+// that ended, keeps it spent. Before the note of which order spent each
+// token, the write-off left the admission used for good.
+func TestWriteOffGivesTheAdmissionBack(t *testing.T) {
+	_, st, sale := newSale(t)
+	ctx := testenv.Context(t)
+	t.Cleanup(func() {
+		c, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+		defer c.Close()
+		c.Do(context.Background(), c.B().Del().Key(stock.SpentTokensKey(sale)).Build())
+	})
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 5}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		user, order, token string
+		end                func(ctx context.Context, sale, item int64, user, order string) (bool, error)
+		wantSpent          bool
+	}{
+		{"u1", "o1", "tok-1", st.WriteOff, false},
+		{"u2", "o2", "tok-2", st.Drop, false},
+		{"u3", "o3", "tok-3", st.Release, true},
+	} {
+		if _, err := st.ReserveAdmitted(ctx, sale, 1, tc.user, tc.order, tc.token); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := tc.end(ctx, sale, 1, tc.user, tc.order); !ok || err != nil {
+			t.Fatalf("%s: release: %v %v", tc.order, ok, err)
+		}
+		spent, holding, err := st.AdmissionSpent(ctx, sale, tc.user, tc.token)
+		if err != nil || spent != tc.wantSpent || holding {
+			t.Fatalf("%s: after its release the token is spent %v, holding %v (%v); want spent %v, not holding", tc.order, spent, holding, err, tc.wantSpent)
+		}
+		// A second release of the same order is a no-op, and gives nothing back.
+		if ok, err := tc.end(ctx, sale, 1, tc.user, tc.order); ok || err != nil {
+			t.Fatalf("%s: repeated release: %v %v, want a no-op", tc.order, ok, err)
+		}
+	}
+	// The written-off admission buys again, once.
+	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o4", "tok-1"); err != nil {
+		t.Fatalf("the written-off order's token: %v, want it to buy", err)
+	}
+	if back, err := st.ReturnToken(ctx, sale, "u1", "o1", "tok-1"); back || err != nil {
+		t.Fatalf("ReturnToken for o1 after its write-off gave the token back: %v %v, want a no-op", back, err)
 	}
 }
 

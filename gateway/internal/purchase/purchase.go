@@ -326,9 +326,10 @@ func (b *Buyer) tryRelease(ctx context.Context, r release) bool {
 		return true
 	}
 	if err == nil && !gave && r.reserved && r.tokenID != "" {
-		// The unit went back without the token (the relay wrote the order
-		// off first): the token this reservation spent goes back alone.
-		_, err = b.stock.ReturnToken(rctx, r.saleID, r.userID, r.tokenID)
+		// Someone else released the unit first: the token this
+		// reservation spent goes back alone, unless it went back with
+		// that release (the relay writes an order off with its token).
+		_, err = b.stock.ReturnToken(rctx, r.saleID, r.userID, r.orderID, r.tokenID)
 	}
 	return err == nil
 }

@@ -133,10 +133,14 @@ func (r *Relay) release(ctx context.Context, rows []store.PendingRelease) []stri
 	g.SetLimit(releaseParallelism)
 	for i, p := range rows {
 		g.Go(func() error {
-			give := r.stock.Release
-			if p.Reason == store.ReasonRejectedSoldOut {
-				// PostgreSQL had no unit for it: free the shopper, add no stock.
+			give := r.stock.Release // an order that ended used its admission
+			switch {
+			case p.Reason == store.ReasonRejectedSoldOut:
+				// PostgreSQL had no unit for it: free the shopper, add no
+				// stock, give her admission back.
 				give = r.stock.Drop
+			case p.NeverPlaced():
+				give = r.stock.WriteOff // unit and admission back
 			}
 			ok, err := give(ctx, p.SaleID, p.ItemID, p.UserID, p.OrderID.String())
 			switch {

@@ -475,3 +475,62 @@ func TestFailingRowsDoNotHoldBackOthers(t *testing.T) {
 		t.Logf("attempt %d: another relay released %d of the rows first; again with new ones", attempt, 2-n)
 	}
 }
+
+// The relay gives an order that never came to exist its shopper's
+// admission back with its unit, finding the token by the order id (it
+// knows none): here one refused by PostgreSQL for lack of stock and one
+// the order service abandoned. The placed order keeps its admission used.
+// Before, the relay kept both tokens spent: an admission lost for good to
+// a purchase that bought nothing.
+func TestDrainGivesBackTheAdmissionOfOrdersNeverPlaced(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	pool := testdb.Pool(t)
+	st, stk := store.New(pool), stock.New(redis(t))
+	s := testdb.Sale(t, st, 1)
+	item := s.Items[0].ID
+	if err := stk.Load(ctx, s.ID, []stock.ItemStock{{ItemID: item, Left: 3}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var evs []event.OrderPlaced
+	for _, u := range []string{"u1", "u2", "u3"} {
+		e := event.OrderPlaced{Version: 1, OrderID: uuid.New(), SaleID: s.ID, ItemID: item, UserID: u, PlacedAt: time.Now()}
+		if _, err := stk.ReserveAdmitted(ctx, s.ID, item, u, e.OrderID.String(), "tok-"+u); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	// u1's order takes PostgreSQL's one unit and u2's is refused; u3's never
+	// reached the topic, and the order service writes it off.
+	if _, err := st.PersistBatch(ctx, evs[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Abandon(ctx, []store.Abandoned{{OrderID: evs[2].OrderID, SaleID: s.ID, ItemID: item, UserID: "u3", PlacedAt: evs[2].PlacedAt}}); err != nil {
+		t.Fatal(err)
+	}
+	written := []uuid.UUID{evs[1].OrderID, evs[2].OrderID}
+	if _, err := relay.New(st, stk, quiet, metrics.New()).Drain(ctx, written); err != nil {
+		t.Fatal(err)
+	}
+	testdb.WaitReleased(t, pool, written...) // or another test's relay did
+	for u, want := range map[string]bool{"u1": true, "u2": false, "u3": false} {
+		spent, holding, err := stk.AdmissionSpent(ctx, s.ID, u, "tok-"+u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spent != want || holding != want {
+			t.Errorf("%s: admission spent %v, holding a unit %v; want %v and %v", u, spent, holding, want, want)
+		}
+	}
+}
+
+func TestNeverPlaced(t *testing.T) {
+	for reason, want := range map[string]bool{
+		store.ReasonRejected: true, store.ReasonRejectedSoldOut: true, store.ReasonAbandoned: true, event.RejectPublishFailed: true,
+		"EXPIRED": false, "CANCELLED": false,
+	} {
+		if got := (store.PendingRelease{Reason: reason}).NeverPlaced(); got != want {
+			t.Errorf("NeverPlaced for %s: %v, want %v", reason, got, want)
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"flashsale/pkg/event"
 )
 
 // Release outcomes recorded on stock_release rows.
@@ -22,6 +24,10 @@ const (
 // PostgreSQL had no unit left: its holder is dropped, no unit returned.
 const ReasonRejectedSoldOut = "REJECTED_SOLD_OUT"
 
+// ReasonRejected marks the outbox row of an order the consumer refused for
+// another reason (persist.go writes it).
+const ReasonRejected = "REJECTED"
+
 // PendingRelease is an outbox row whose unit has not been given back yet.
 type PendingRelease struct {
 	OrderID uuid.UUID
@@ -29,6 +35,19 @@ type PendingRelease struct {
 	ItemID  int64
 	UserID  string
 	Reason  string
+}
+
+// NeverPlaced reports whether the row's order never came to exist as a
+// live order: refused by the consumer, abandoned by the order service, or
+// given up by its gateway. Its reservation bought nothing, so the
+// admission token it spent goes back with the unit; an order that ended
+// (expired, cancelled) used its admission.
+func (p PendingRelease) NeverPlaced() bool {
+	switch p.Reason {
+	case ReasonRejected, ReasonRejectedSoldOut, ReasonAbandoned, event.RejectPublishFailed:
+		return true
+	}
+	return false
 }
 
 // ReleaseFunc gives back the units of rows and returns one outcome per row;
