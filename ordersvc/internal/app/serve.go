@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/rueidis"
@@ -171,6 +172,10 @@ func listen(ctx context.Context, cfg config.Config) (public, admin net.Listener,
 	return public, admin, nil
 }
 
+// retentionInterval is how often the sales' copies in Redis are given
+// their expiry (a copy loaded since the last pass has none until the next).
+const retentionInterval = time.Minute
+
 // run serves until ctx ends, then shuts down in order (see Serve).
 func (s *service) run(ctx context.Context, cfg config.Config, publicLn, adminLn net.Listener, log *slog.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
@@ -190,6 +195,9 @@ func (s *service) run(ctx context.Context, cfg config.Config, publicLn, adminLn 
 			return s.sales.WatchAbandoned(gctx, cfg.AbandonInterval, log.With("component", "abandoned"))
 		})
 	}
+	g.Go(func() error {
+		return s.sales.WatchRetention(gctx, retentionInterval, cfg.HotCopyRetention, log.With("component", "retention"))
+	})
 	g.Go(func() error {
 		<-gctx.Done()
 		s.health.Drain()

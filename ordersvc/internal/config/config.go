@@ -78,6 +78,10 @@ type Config struct {
 	// released (their units back on sale); 0 = off.
 	// FLASHSALE_ABANDON_INTERVAL
 	AbandonInterval time.Duration
+	// HotCopyRetention: how long a sale's copy in Redis is kept after its
+	// end, payment window and in-flight window; then its keys expire.
+	// FLASHSALE_HOT_COPY_RETENTION
+	HotCopyRetention time.Duration
 	// FLASHSALE_PAYMENT_WEBHOOK_SECRET or _FILE; empty: no webhook endpoint
 	PaymentWebhookSecret Secret
 	// PublicPay lets the shopper's own POST .../pay mark her order PAID
@@ -139,6 +143,7 @@ func Load(env pkgconfig.Env, mode Mode) (Config, error) {
 		LagInterval:       src.Duration("FLASHSALE_LAG_INTERVAL", 2*time.Second),
 		InFlightWindow:    src.Duration("FLASHSALE_INFLIGHT_WINDOW", 30*time.Second),
 		AbandonInterval:   src.Duration("FLASHSALE_ABANDON_INTERVAL", 5*time.Second),
+		HotCopyRetention:  src.Duration("FLASHSALE_HOT_COPY_RETENTION", 7*24*time.Hour),
 
 		PaymentWebhookSecret: src.Secret("FLASHSALE_PAYMENT_WEBHOOK_SECRET"),
 		PGDSNDefault:         !src.IsSet("FLASHSALE_PG_DSN"),
@@ -284,6 +289,9 @@ func (c Config) checkIntervals(p *problems) {
 	}
 	if c.AbandonInterval < 0 || (c.AbandonInterval > 0 && c.AbandonInterval < 100*time.Millisecond) {
 		p.add("FLASHSALE_ABANDON_INTERVAL", "want 0 (off) or >= 100ms, got %s", c.AbandonInterval)
+	}
+	if c.HotCopyRetention < 0 {
+		p.add("FLASHSALE_HOT_COPY_RETENTION", "want >= 0, got %s", c.HotCopyRetention)
 	}
 	if c.LagInterval < 100*time.Millisecond {
 		p.add("FLASHSALE_LAG_INTERVAL", "want >= 100ms, got %s", c.LagInterval)
