@@ -112,18 +112,35 @@ func (r *Relay) Drain(ctx context.Context, orderIDs []uuid.UUID) (int, error) {
 // pass holds at that moment, instead of skipping it: that pass may be
 // failing it. A row still held after wait (store.ErrLockWait), or whose
 // release failed, is left to the relay's next pass, and the error says so.
+//
+// It returns by ctx's deadline, which the caller sizes to its answer: a
+// release still running then (Redis slow to answer) goes on in the
+// background and finishes its batch, within wait and batchTimeout, and the
+// error says so. Before, the caller waited for it: a cancel with Redis
+// slow held its answer up to 10 s, past the gateway's proxy's 3 s, and the
+// shopper was told of a failure although her order was cancelled.
 func (r *Relay) ReleaseNow(ctx context.Context, orderIDs []uuid.UUID, wait time.Duration) (int, error) {
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+batchTimeout)
-	defer cancel()
-	claimed, done, err := r.store.DrainReleasesWaiting(bctx, orderIDs, wait, r.release)
-	r.metrics.Releases.Add(float64(done))
-	switch {
-	case err != nil:
-		return done, err
-	case claimed > done:
-		return done, fmt.Errorf("relay: %d releases failed; they stay queued", claimed-done)
+	type result struct {
+		done int
+		err  error
 	}
-	return done, nil
+	out := make(chan result, 1)
+	go func() {
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+batchTimeout)
+		defer cancel()
+		claimed, done, err := r.store.DrainReleasesWaiting(bctx, orderIDs, wait, r.release)
+		r.metrics.Releases.Add(float64(done))
+		if err == nil && claimed > done {
+			err = fmt.Errorf("relay: %d releases failed; they stay queued", claimed-done)
+		}
+		out <- result{done, err}
+	}()
+	select {
+	case res := <-out:
+		return res.done, res.err
+	case <-ctx.Done():
+		return 0, fmt.Errorf("relay: release still running at the caller's deadline; it goes on in the background: %w", ctx.Err())
+	}
 }
 
 // release runs the release script for each row; "" leaves a row queued.

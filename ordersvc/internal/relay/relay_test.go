@@ -274,6 +274,57 @@ func TestReleaseNowWaitsForAnotherPass(t *testing.T) {
 	}
 }
 
+// ReleaseNow answers by its caller's deadline (a cancel's answer must beat
+// the gateway's proxy timeout) even when the release takes longer, here
+// waiting for a row another pass holds, and the release still happens in
+// the background once it can.
+func TestReleaseNowAnswersByTheCallersDeadline(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	pool := testdb.Pool(t)
+	st, stk := store.New(pool), stock.New(redis(t))
+	r := relay.New(st, stk, quiet, metrics.New())
+	for attempt := 1; ; attempt++ {
+		_, evs := fixture(t, st, stk, nil)
+		id := evs[1].OrderID
+		other, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var held int
+		if err := other.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM stock_release WHERE order_id = $1 AND released_at IS NULL FOR UPDATE) l`, id).Scan(&held); err != nil {
+			t.Fatal(err)
+		}
+		if held == 0 { // another test's relay released it first
+			_ = other.Rollback(ctx)
+			if attempt == 5 {
+				t.Fatal("other relays released every fixture's rows first")
+			}
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		start := time.Now()
+		n, err := r.ReleaseNow(cctx, []uuid.UUID{id}, 10*time.Second)
+		took := time.Since(start)
+		cancel()
+		if n != 0 || !errors.Is(err, context.DeadlineExceeded) || took > 2*time.Second {
+			t.Errorf("ReleaseNow past its caller's 200 ms deadline: %d, %v after %v; want 0 and the deadline's error at once", n, err, took)
+		}
+		if err := other.Rollback(ctx); err != nil { // the other pass ends without releasing
+			t.Fatal(err)
+		}
+		testdb.WaitReleased(t, pool, id) // by the background release, or another relay
+		holders, err := stk.Holders(ctx, evs[1].SaleID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := holders[evs[1].UserID]; ok {
+			t.Errorf("%s still holds a unit after the release", evs[1].UserID)
+		}
+		return
+	}
+}
+
 // With Redis unreachable a pass marks nothing and reports it; the rows stay
 // queued and a later pass (Run) releases them, once.
 func TestDrainRedisDown(t *testing.T) {
