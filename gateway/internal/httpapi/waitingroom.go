@@ -12,6 +12,7 @@ import (
 
 	"flashsale/gateway/internal/admission"
 	"flashsale/gateway/internal/catalog"
+	"flashsale/gateway/internal/holding"
 	"flashsale/gateway/internal/queue"
 )
 
@@ -154,13 +155,14 @@ func (a *API) writeQueueStatus(ctx *fasthttp.RequestCtx, c context.Context, s *c
 		v.PollAfterMs = drawingPoll(s.StartsAt.Sub(now), a.Queue.Grace(), ticket)
 	case admitted && used:
 		// Her admission bought a unit: no new token, which the purchase
-		// would refuse. While she holds a unit (her purchase in progress,
-		// or an active order) the page asks again, since a purchase that
-		// fails gives the admission back; once that order ended, never (an
-		// admission buys once; the unit went back to those still queued).
+		// would refuse. While she holds a unit whose order is not placed
+		// yet (her purchase in progress, or PROCESSING) the page asks
+		// again, since a purchase that fails gives the admission back;
+		// once the order is placed, or has ended, never (an admission buys
+		// once; an ended order's unit went back to those still queued).
 		v.State = "USED"
 		v.Position = &st.Position
-		if holding {
+		if holding && !a.admissionFinal(c, s.ID, user) {
 			v.PollAfterMs = usedPoll.Milliseconds()
 		}
 	case admitted:
@@ -188,6 +190,21 @@ func (a *API) writeQueueStatus(ctx *fasthttp.RequestCtx, c context.Context, s *c
 		v.PollAfterMs = clampPoll(eta/4, a.Queue.Grace())
 	}
 	writeJSON(ctx, fasthttp.StatusOK, v)
+}
+
+// admissionFinal reports whether the order a used admission bought is in
+// PostgreSQL, PENDING or PAID: the admission then never comes back (an
+// order that existed used it; only one refused or never placed gives it
+// back), and the page need not ask again. Before, a buyer's page asked
+// every 5 s until her order ended, up to the payment window: 2,000 status
+// scripts a second for a 10,000-unit sale. PROCESSING (the consumer may
+// still refuse it) or a lookup that failed is not final.
+func (a *API) admissionFinal(c context.Context, saleID int64, user string) bool {
+	if a.Holding == nil {
+		return false
+	}
+	o, err := a.Holding.Find(c, saleID, user)
+	return err == nil && (o.Status == holding.Pending || o.Status == holding.Paid)
 }
 
 // usedPoll is how often a page whose admission is used, and whose shopper
