@@ -28,27 +28,65 @@ end
 local npre = redis.call('ZCARD', KEYS[1])
 local size = npre + redis.call('ZCARD', KEYS[2])
 local grace = tonumber(ARGV[3])
+local maxSteps = tonumber(ARGV[5])
 local steps = 0
-while budget >= 1 and admitted < size and steps < tonumber(ARGV[5]) do
-  local ticket
-  if admitted < npre then
-    ticket = redis.call('ZRANGE', KEYS[1], admitted, admitted)[1]
-  else
-    ticket = redis.call('ZRANGE', KEYS[2], admitted - npre, admitted - npre)[1]
-  end
-  local seen = tonumber(redis.call('ZSCORE', KEYS[5], ticket) or '0')
-  if now - seen <= grace then
-    budget = budget - 1
-  else
-    -- abandoned: the place is skipped at no cost, its holder may join again
-    redis.call('SADD', KEYS[6], ticket)
-    local user = redis.call('HGET', KEYS[4], ticket)
-    if user and redis.call('HGET', KEYS[3], user) == ticket then
-      redis.call('HDEL', KEYS[3], user)
+-- writeOff gives up abandoned places: marked dead, their holders free to
+-- join again (unless they already did, with another ticket).
+local function writeOff(gone)
+  redis.call('SADD', KEYS[6], unpack(gone))
+  local users = redis.call('HMGET', KEYS[4], unpack(gone))
+  local named, tickets = {}, {}
+  for i = 1, #gone do
+    if users[i] then
+      named[#named + 1], tickets[#named + 1] = users[i], gone[i]
     end
   end
-  admitted = admitted + 1
-  steps = steps + 1
+  if #named == 0 then
+    return
+  end
+  local current = redis.call('HMGET', KEYS[3], unpack(named))
+  local free = {}
+  for i = 1, #named do
+    if current[i] == tickets[i] then
+      free[#free + 1] = named[i]
+    end
+  end
+  if #free > 0 then
+    redis.call('HDEL', KEYS[3], unpack(free))
+  end
+end
+-- The places are read a chunk at a time (one ZRANGE and one ZMSCORE per
+-- chunk, never crossing from the pre-queue to the queue), and a chunk's
+-- abandoned ones written off together: read one by one, a round over
+-- 20,000 abandoned places held the sale's Redis node for 73 ms.
+while budget >= 1 and admitted < size and steps < maxSteps do
+  local key, from, last = KEYS[1], admitted, npre - 1
+  if admitted >= npre then
+    key, from, last = KEYS[2], admitted - npre, size - npre - 1
+  end
+  local to = math.min(from + 99, last, from + maxSteps - steps - 1)
+  local tickets = redis.call('ZRANGE', key, from, to)
+  if #tickets == 0 then
+    break
+  end
+  local seen = redis.call('ZMSCORE', KEYS[5], unpack(tickets))
+  local gone = {}
+  for i = 1, #tickets do
+    if budget < 1 then
+      break
+    end
+    if now - tonumber(seen[i] or '0') <= grace then
+      budget = budget - 1
+    else
+      -- abandoned: the place is skipped at no cost
+      gone[#gone + 1] = tickets[i]
+    end
+    admitted = admitted + 1
+    steps = steps + 1
+  end
+  if #gone > 0 then
+    writeOff(gone)
+  end
 end
 redis.call('HSET', KEYS[7], 'admitted', admitted, 'last', now, 'budget', budget)
 return {admitted, tostring(rate)}

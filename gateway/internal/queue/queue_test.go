@@ -17,7 +17,7 @@ import (
 
 var seq atomic.Int64
 
-func newQueue(t *testing.T, grace time.Duration) (*Queue, int64) {
+func newQueue(t testing.TB, grace time.Duration) (*Queue, int64) {
 	t.Helper()
 	testenv.Require(t, testenv.RedisAddr())
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
@@ -392,5 +392,74 @@ func TestStatusOfAnotherUsersTicket(t *testing.T) {
 	}
 	if st, err := q.Status(ctx, sale, open, a, "alice"); err != nil || st.UserID != "alice" || seen() == before {
 		t.Fatalf("alice polls her ticket: %+v, %v, last seen moved: %v", st, err, seen() != before)
+	}
+}
+
+// Admission walks abandoned places a chunk at a time, across the drawn
+// pre-queue and the queue behind it, at most maxSteps places a round: the
+// live shoppers are admitted, each abandoned place is written off (its
+// ticket lost, its shopper free to join again), and no round walks more
+// than its bound, so none holds the sale's Redis node for long.
+func TestAdvanceWalksAbandonedPlaces(t *testing.T) {
+	q, sale := newQueue(t, 300*time.Millisecond)
+	q.maxSteps = 250 // not a multiple of the script's chunk
+	ctx := testenv.Context(t)
+	open := time.Now().Add(400 * time.Millisecond)
+	type place struct {
+		user, ticket string
+		live         bool
+	}
+	var places []place
+	join := func(n int, prefix string) {
+		for i := range n {
+			user := fmt.Sprintf("%s-%d", prefix, i)
+			tk, err := q.Join(ctx, sale, open, true, user)
+			if err != nil {
+				t.Fatal(err)
+			}
+			places = append(places, place{user, tk, i%37 == 0})
+		}
+	}
+	join(150, "early") // drawn at the opening
+	time.Sleep(time.Until(open))
+	join(220, "late")                  // in arrival order behind them
+	time.Sleep(350 * time.Millisecond) // every place past its grace
+	for _, p := range places {
+		if p.live { // these poll: alive again
+			if _, err := q.Status(ctx, sale, open, p.ticket, p.user); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rounds := 0
+	for admitted := int64(0); admitted < int64(len(places)); rounds++ {
+		before := admitted
+		var err error
+		if admitted, _, err = q.Advance(ctx, sale, open, 1e6, false); err != nil {
+			t.Fatal(err)
+		}
+		if walked := admitted - before; walked > int64(q.maxSteps) {
+			t.Fatalf("one round walked %d places, want at most %d", walked, q.maxSteps)
+		}
+		if rounds > 20 {
+			t.Fatalf("admitted %d of %d places after %d rounds", admitted, len(places), rounds)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if rounds < 2 {
+		t.Errorf("%d places walked in %d round, want more than one under a bound of %d", len(places), rounds, q.maxSteps)
+	}
+	for _, p := range places {
+		st, err := q.Status(ctx, sale, open, p.ticket, p.user)
+		switch {
+		case p.live && (err != nil || !st.IsAdmitted()):
+			t.Errorf("live %s: %+v, %v; want admitted", p.user, st, err)
+		case !p.live && !errors.Is(err, ErrTicketExpired):
+			t.Errorf("abandoned %s: %+v, %v; want ErrTicketExpired", p.user, st, err)
+		}
+	}
+	again, err := q.Join(ctx, sale, open, true, places[1].user) // abandoned
+	if err != nil || again == places[1].ticket {
+		t.Errorf("%s joins again: %q, %v; want a new ticket", places[1].user, again, err)
 	}
 }
