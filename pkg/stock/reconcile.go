@@ -79,15 +79,19 @@ func reconcileRound(ctx context.Context, c rueidis.DedicatedClient, saleID int64
 	for _, id := range itemIDs {
 		keys = append(keys, StockKey(saleID, id))
 	}
-	if err := c.Do(ctx, c.B().Watch().Key(keys...).Build()).Error(); err != nil {
-		return snap, false, fmt.Errorf("reconcile sale %d: watch: %w", saleID, err)
-	}
+	// Leave no WATCH behind on a pooled connection: set up before the
+	// WATCH, since a WATCH whose deadline ran out may still reach Redis
+	// (the connection is pipelined and stays open), and undone unless an
+	// EXEC's reply came back.
 	execed := false
 	defer func() {
-		if !execed { // leave no WATCH behind on a pooled connection
+		if !execed {
 			_ = c.Do(context.WithoutCancel(ctx), c.B().Unwatch().Build()).Error()
 		}
 	}()
+	if err := c.Do(ctx, c.B().Watch().Key(keys...).Build()).Error(); err != nil {
+		return snap, false, fmt.Errorf("reconcile sale %d: watch: %w", saleID, err)
+	}
 	if snap, err = readSnapshot(ctx, c, saleID, itemIDs); err != nil {
 		return snap, false, err
 	}
@@ -99,8 +103,8 @@ func reconcileRound(ctx context.Context, c rueidis.DedicatedClient, saleID int64
 	if err != nil {
 		return snap, false, err
 	}
-	execed = true
 	aborted, err = execWrite(c.DoMulti(ctx, tx...))
+	execed = err == nil // a deadline that ran out before the EXEC left the WATCH on
 	if err != nil {
 		return snap, false, fmt.Errorf("reconcile sale %d: %w", saleID, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -185,5 +186,42 @@ func load(t *testing.T, st *stock.Store, sale int64, left1, left2 int64, holders
 	}
 	if err := st.Load(testenv.Context(t), sale, items, holders); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A repair whose deadline runs out before its write leaves no WATCH
+// behind on the pooled connection: otherwise the next repair on it, of
+// another sale, has its EXEC refused by a change to the first sale's keys
+// and spends a second round (a second decision, which reads PostgreSQL).
+func TestReconcileLeavesNoWatchBehind(t *testing.T) {
+	_, st, saleA := newSale(t)
+	_, _, saleB := newSale(t)
+	ctx := testenv.Context(t)
+	load(t, st, saleA, 3, 0)
+	load(t, st, saleB, 3, 0)
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err := st.Reconcile(short, saleA, []int64{1}, func(c context.Context, _ stock.Snapshot) (*stock.Copy, error) {
+		<-c.Done() // the decision outlives the repair's deadline
+		return &stock.Copy{Items: []stock.ItemStock{{ItemID: 1, Left: 3}}}, nil
+	})
+	cancel()
+	if err == nil {
+		t.Fatal("a repair past its deadline: no error")
+	}
+	if _, err := st.Reserve(ctx, saleA, 1, "u1", "o1"); err != nil { // sale A's stock key changes
+		t.Fatal(err)
+	}
+	decides := 0
+	if _, err := st.Reconcile(ctx, saleB, []int64{1}, func(context.Context, stock.Snapshot) (*stock.Copy, error) {
+		decides++
+		return &stock.Copy{Items: []stock.ItemStock{{ItemID: 1, Left: 2}}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if decides != 1 {
+		t.Errorf("the next repair decided %d times, want 1 (a WATCH of sale %d's keys was left on the connection)", decides, saleA)
+	}
+	if left, _ := st.Left(ctx, saleB, 1); left != 2 {
+		t.Errorf("sale %d's stock %d after its repair, want 2", saleB, left)
 	}
 }
