@@ -17,6 +17,29 @@
 -- holder, so the release must be tried again once the copy is written.
 -- Keying the release on the order id, not only the user, is what makes a
 -- redelivered or repeated release harmless.
+-- giveBack makes the admission token this order's reservation spent good
+-- again: token, or for "*" the one KEYS[5] notes. The note, where there is
+-- one, must still name that token: "-" means it went back already (and
+-- may have bought another unit since). It is then noted given back.
+local function giveBack(token)
+  local noted = redis.call('HGET', KEYS[5], ARGV[2])
+  if token == '*' then
+    token = noted or ''
+  end
+  if token == '' or token == '-' or (noted and noted ~= token) then
+    return
+  end
+  redis.call('SREM', KEYS[3], token)
+  if noted then
+    redis.call('HSET', KEYS[5], ARGV[2], '-')
+  end
+end
+-- An order that never came to exist ("*": the order service's relay) gives
+-- its admission back whoever took its holder away first: a repair or a
+-- reload drops holders whose orders are being released.
+if ARGV[6] == '*' then
+  giveBack('*')
+end
 if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then
   return 0
 end
@@ -27,17 +50,8 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return -3
 end
 redis.call('HDEL', KEYS[2], ARGV[1])
-local token = ARGV[6]
-if token == '*' then
-  token = redis.call('HGET', KEYS[5], ARGV[2]) or ''
-end
-if token ~= '' and token ~= '-' then
-  redis.call('SREM', KEYS[3], token)
-  -- Noted as given back, so a late retry of this order's give-back cannot
-  -- return the token again once it has bought another unit.
-  if redis.call('HEXISTS', KEYS[5], ARGV[2]) == 1 then
-    redis.call('HSET', KEYS[5], ARGV[2], '-')
-  end
+if ARGV[6] ~= '*' then
+  giveBack(ARGV[6])
 end
 if ARGV[5] == 'drop' then
   return 1

@@ -362,6 +362,21 @@ func TestWriteOffGivesTheAdmissionBack(t *testing.T) {
 			t.Fatalf("%s: repeated release: %v %v, want a no-op", tc.order, ok, err)
 		}
 	}
+	// A reload or a repair dropped the holder of an order being written
+	// off before the relay came: the unit is not the relay's to return,
+	// but the admission still comes back.
+	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u5", "o5", "tok-5"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 5}}, nil); err != nil { // a reload: no holders
+		t.Fatal(err)
+	}
+	if ok, err := st.WriteOff(ctx, sale, 1, "u5", "o5"); ok || err != nil {
+		t.Fatalf("write-off of an order whose holder a reload dropped: %v %v, want no unit released", ok, err)
+	}
+	if spent, _, err := st.AdmissionSpent(ctx, sale, "u5", "tok-5"); spent || err != nil {
+		t.Fatalf("the token of an order written off after a reload: spent %v (%v), want given back", spent, err)
+	}
 	// The written-off admission buys again, once.
 	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o4", "tok-1"); err != nil {
 		t.Fatalf("the written-off order's token: %v, want it to buy", err)
