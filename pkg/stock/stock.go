@@ -442,13 +442,25 @@ func (s *Store) AdmissionSpent(ctx context.Context, saleID int64, userID, tokenI
 		return false, false, err
 	}
 	tag := l.tag(l.shardOf(userID))
+	// One transaction: read apart, a release giving unit and token back
+	// between the two reads showed the token spent and no unit held, and
+	// the page stopped polling with her admission good again.
 	res := s.client.DoMulti(ctx,
+		s.client.B().Multi().Build(),
 		s.client.B().Sismember().Key(tokensOf(tag)).Member(tokenID).Build(),
-		s.client.B().Hexists().Key(holdersOf(tag)).Field(userID).Build())
-	if spent, err = res[0].AsBool(); err != nil {
+		s.client.B().Hexists().Key(holdersOf(tag)).Field(userID).Build(),
+		s.client.B().Exec().Build())
+	replies, err := res[3].ToArray()
+	if err == nil && len(replies) != 2 {
+		err = fmt.Errorf("%d replies, want 2", len(replies))
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("read spent admission and holder of sale %d: %w", saleID, err)
+	}
+	if spent, err = replies[0].AsBool(); err != nil {
 		return false, false, fmt.Errorf("read spent admissions of sale %d: %w", saleID, err)
 	}
-	if holding, err = res[1].AsBool(); err != nil {
+	if holding, err = replies[1].AsBool(); err != nil {
 		return false, false, fmt.Errorf("read holder of sale %d: %w", saleID, err)
 	}
 	return spent, holding, nil
