@@ -290,8 +290,11 @@ func (c Config) checkIntervals(p *problems) {
 	if c.AbandonInterval < 0 || (c.AbandonInterval > 0 && c.AbandonInterval < 100*time.Millisecond) {
 		p.add("FLASHSALE_ABANDON_INTERVAL", "want 0 (off) or >= 100ms, got %s", c.AbandonInterval)
 	}
-	if c.HotCopyRetention < 0 {
-		p.add("FLASHSALE_HOT_COPY_RETENTION", "want >= 0, got %s", c.HotCopyRetention)
+	if c.HotCopyRetention < time.Hour {
+		// Past its payment and in-flight windows a sale can still see a
+		// late release (a gateway settling held orders for minutes, a
+		// consumer far behind); an hour covers them.
+		p.add("FLASHSALE_HOT_COPY_RETENTION", "want >= 1h, got %s", c.HotCopyRetention)
 	}
 	if c.LagInterval < 100*time.Millisecond {
 		p.add("FLASHSALE_LAG_INTERVAL", "want >= 100ms, got %s", c.LagInterval)

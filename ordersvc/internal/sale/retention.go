@@ -13,15 +13,21 @@ import (
 // an operator to read the copy or compare it with PostgreSQL.
 const DefaultRetention = 7 * 24 * time.Hour
 
-// ExpireHotCopies gives every sale whose copy in Redis is still to expire
-// that expiry: its end, its payment window (the last order it accepted
-// ends by then), the in-flight window (an order still in Kafka) and
-// retention. It returns how many sales it reached. A sale whose end
-// moves gets the new time on the next pass; one whose copy has expired
-// is no longer listed, and reads as not loaded (the gateways show its
-// stock as unknown, and "my order" reads PostgreSQL).
+// retiredLookback is how long after its copy's time a sale is still
+// listed: a copy loaded again since (a reload, a repair of an old sale),
+// or one from before these expiries, is dropped then (PEXPIREAT in the
+// past), not kept for good.
+const retiredLookback = 30 * 24 * time.Hour
+
+// ExpireHotCopies gives every sale's copy in Redis its expiry: the sale's
+// end, its payment window (the last order it accepted ends by then), the
+// in-flight window (an order still in Kafka) and retention. It returns
+// how many sales it reached. A copy past that time reads as not loaded
+// (the gateways show its stock as unknown, and "my order" reads
+// PostgreSQL); one loaded again within retiredLookback after it is
+// dropped at the next pass.
 func (s *Service) ExpireHotCopies(ctx context.Context, now time.Time, retention time.Duration) (int, error) {
-	sales, err := s.store.HotCopyExpiries(ctx, now, s.window+retention)
+	sales, err := s.store.HotCopyExpiries(ctx, now.Add(-retiredLookback), s.window+retention)
 	if err != nil {
 		return 0, err
 	}

@@ -49,15 +49,29 @@ func TestExpireHotCopies(t *testing.T) {
 		}
 	}
 
-	// Seen from after that time, the sale is not listed: its keys keep the
-	// expiry they have (Redis drops them at it).
+	// Seen from long after that time, the sale is no longer listed: a copy
+	// loaded again then keeps no expiry the pass sets.
 	if _, err := rc.Do(ctx, rc.B().Persist().Key(keys[0]).Build()).AsInt64(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.ExpireHotCopies(ctx, sl.EndsAt.Add(sl.PaymentTTL+window+retention+time.Second), retention); err != nil {
+	if _, err := svc.ExpireHotCopies(ctx, sl.EndsAt.Add(sl.PaymentTTL+window+retention+31*24*time.Hour), retention); err != nil {
 		t.Fatal(err)
 	}
 	if got := expiry(keys[0]); got != -1 {
-		t.Errorf("%s of a sale past its retention got expiry %d, want none set by the pass", keys[0], got)
+		t.Errorf("%s of a sale a month past its retention got expiry %d, want none set by the pass", keys[0], got)
+	}
+	// A sale whose time has passed (it ended two hours ago) and whose copy
+	// was loaded again: the copy is dropped at the next pass.
+	old := testdb.Sale(t, st, 5)
+	if _, err := testdb.Pool(t).Exec(ctx, `UPDATE flash_sale SET starts_at = now() - interval '3 hours', ends_at = now() - interval '2 hours' WHERE id = $1`, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	testdb.Load(t, st, stk, old.ID)
+	oldKey := stock.StockKey(old.ID, old.Items[0].ID)
+	if _, err := svc.ExpireHotCopies(ctx, time.Now(), retention); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rc.Do(ctx, rc.B().Exists().Key(oldKey).Build()).AsInt64(); err != nil || n != 0 {
+		t.Errorf("%s of a sale past its retention: exists %d (%v), want dropped", oldKey, n, err)
 	}
 }

@@ -91,15 +91,15 @@ type HotCopyExpiry struct {
 	At     time.Time
 }
 
-// HotCopyExpiries lists the sales whose copy in Redis is still to expire,
+// HotCopyExpiries lists the sales whose copy in Redis may go after since,
 // with the time it may: after the sale's end, its payment window (the
 // last order it accepted can end no later) and after besides.
-func (s *Store) HotCopyExpiries(ctx context.Context, now time.Time, after time.Duration) ([]HotCopyExpiry, error) {
+func (s *Store) HotCopyExpiries(ctx context.Context, since time.Time, after time.Duration) ([]HotCopyExpiry, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT s.id, s.ends_at + s.payment_ttl + $2::bigint * interval '1 microsecond', array_agg(i.id ORDER BY i.id)
 		FROM flash_sale s JOIN flash_sale_item i ON i.sale_id = s.id
 		WHERE s.ends_at + s.payment_ttl + $2::bigint * interval '1 microsecond' > $1
-		GROUP BY s.id ORDER BY s.id`, now, after.Microseconds())
+		GROUP BY s.id ORDER BY s.id`, since, after.Microseconds())
 	if err != nil {
 		return nil, fmt.Errorf("list sales' hot copy expiries: %w", err)
 	}
