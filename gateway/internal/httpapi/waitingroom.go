@@ -213,32 +213,31 @@ func (a *API) admissionFinal(c context.Context, saleID int64, user string) bool 
 const usedPoll = 5 * time.Second
 
 // openingSpread is how far after the opening drawingPoll spreads the
-// early joiners' first polls; drawSkewPoll is the advice to a shopper whose
-// poll came after the opening by the gateway's clock and before it by
-// Redis's (the draw is a moment away).
+// early joiners' first polls; minDrawingPoll is the least it advises, the
+// pace of the page's own floor and of the queue's default per-user limit
+// (2 a second).
 const (
-	openingSpread = 2 * time.Second
-	drawSkewPoll  = 250 * time.Millisecond
+	openingSpread  = 2 * time.Second
+	minDrawingPoll = 500 * time.Millisecond
 )
 
 // drawingPoll advises an early joiner of a drawn queue, untilOpen before
-// the opening. Until the opening no poll can learn anything but the
-// queue's size, and at the opening every place is decided at once, so the
-// page comes back right after the opening, each ticket at its own moment
-// within openingSpread so that the crowd does not arrive in one instant;
-// until then only as often as its place needs (a third of the grace, 10 s
-// at most). Advised a second at a time, as before, the whole crowd polled
-// every second of the last few before the opening: at 500,000 early
-// joiners, half a million status scripts a second on the sale's Redis
-// node for nothing.
+// the opening by the gateway's clock. Until the opening no poll can learn
+// anything but the queue's size, and at the opening every place is
+// decided at once, so the page comes back right after the opening, each
+// ticket at its own moment within openingSpread so that the crowd does not
+// arrive in one instant; until then only as often as its place needs (a
+// third of the grace, 10 s at most). A poll still DRAWING past the opening
+// by the gateway's clock (Redis's, which decides, is behind it) is spread
+// the same way from now. Advised a second at a time, as before, the whole
+// crowd polled every second of the last few before the opening: at 500,000
+// early joiners, half a million status scripts a second on the sale's
+// Redis node for nothing.
 func drawingPoll(untilOpen, grace time.Duration, ticket string) int64 {
-	if untilOpen <= 0 {
-		return drawSkewPoll.Milliseconds()
-	}
 	h := fnv.New32a()
 	h.Write([]byte(ticket))
-	at := untilOpen + time.Duration(h.Sum32())%openingSpread
-	return min(at, grace/3, 10*time.Second).Milliseconds()
+	at := max(untilOpen, 0) + time.Duration(h.Sum32())%openingSpread
+	return max(minDrawingPoll, min(at, grace/3, 10*time.Second)).Milliseconds()
 }
 
 // clampPoll keeps polls between 1 s and a third of the grace period, so a

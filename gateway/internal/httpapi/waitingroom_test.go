@@ -32,6 +32,23 @@ func TestDrawingPollLandsAfterTheOpening(t *testing.T) {
 		t.Errorf("%d tickets' first polls after the opening span %v, want most of %v", len(tickets), spread, openingSpread)
 	}
 
+	// Still DRAWING past the opening by the gateway's clock (Redis's is
+	// behind): spread from now as at the opening, never faster than the
+	// floor, so a skewed clock does not bring the crowd back in step.
+	for _, untilOpen := range []time.Duration{0, -time.Second} {
+		lo, hi := int64(1<<62), int64(0)
+		for _, tk := range tickets {
+			ms := drawingPoll(untilOpen, grace, tk)
+			if ms < minDrawingPoll.Milliseconds() || ms >= openingSpread.Milliseconds() {
+				t.Fatalf("ticket %s, %v past the opening: advised %d ms, want within [%v, %v)", tk, -untilOpen, ms, minDrawingPoll, openingSpread)
+			}
+			lo, hi = min(lo, ms), max(hi, ms)
+		}
+		if hi-lo < openingSpread.Milliseconds()/2 {
+			t.Errorf("%v past the opening: advice spans %d–%d ms, want spread", -untilOpen, lo, hi)
+		}
+	}
+
 	for _, tc := range []struct {
 		name      string
 		untilOpen time.Duration
@@ -40,8 +57,7 @@ func TestDrawingPollLandsAfterTheOpening(t *testing.T) {
 	}{
 		{"far from the opening: as often as the place needs, 10 s at most", 5 * time.Minute, grace, 10000},
 		{"a short grace bounds the wait to a third of it", 3 * time.Second, 3 * time.Second, 1000},
-		{"opening passed by the gateway's clock, not yet by Redis's", 0, grace, drawSkewPoll.Milliseconds()},
-		{"well past", -time.Second, grace, drawSkewPoll.Milliseconds()},
+		{"a grace of a second: no faster than the floor", 3 * time.Second, time.Second, minDrawingPoll.Milliseconds()},
 	} {
 		for _, tk := range tickets[:50] {
 			if got := drawingPoll(tc.untilOpen, tc.grace, tk); got != tc.wantMs {
