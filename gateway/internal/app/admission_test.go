@@ -337,3 +337,28 @@ func TestAdminBodiesWithUnknownKeysAreRefused(t *testing.T) {
 		t.Errorf("limits changed by refused bodies: %s, then %s", before.Body, after.Body)
 	}
 }
+
+// Tightening the queue's per-user limit (against join floods) leaves the
+// waiting shoppers' polls alone: they have their own limit, so one who
+// follows the advice keeps her place. Under the queue's rule, here one
+// request per 1,000 s, her second poll was refused.
+func TestStatusPollsOutliveATightQueueLimit(t *testing.T) {
+	h := newHarness(t, harnessOpts{quantities: []int{10}, startsIn: -time.Minute, queue: true,
+		env: map[string]string{"FLASHSALE_LIMIT_QUEUE_USER": "0.001/2"}})
+	code, q := h.queue("POST", fmt.Sprintf("/api/flash-sales/%d/queue", h.saleID), "alice", nil)
+	if code != 200 || q.Ticket == "" {
+		t.Fatalf("join: %d %+v", code, q)
+	}
+	for i := range 6 {
+		code, st := h.queue("GET", fmt.Sprintf("/api/flash-sales/%d/queue/%s", h.saleID, q.Ticket), "alice", nil)
+		if code != 200 {
+			t.Fatalf("poll %d under a tight queue limit: %d %+v, want 200", i+1, code, st)
+		}
+	}
+	for range 2 { // the queue's rule still holds for joins: one left, then refused
+		code, _ = h.queue("POST", fmt.Sprintf("/api/flash-sales/%d/queue", h.saleID), "alice", nil)
+	}
+	if code != 429 {
+		t.Errorf("third join under the queue's rule of burst 2: %d, want 429", code)
+	}
+}

@@ -164,6 +164,7 @@ func (g *Gateway) buildAPI(ctx context.Context, verifier *auth.Verifier) error {
 		Admission:       signer,
 		PurchaseLimits:  httpapi.NewLimits(cfg.LimitPurchaseUser, cfg.LimitPurchaseIP, cfg.LimitMaxKeys),
 		QueueLimits:     httpapi.NewLimits(cfg.LimitQueueUser, cfg.LimitQueueIP, cfg.LimitMaxKeys),
+		StatusLimits:    httpapi.NewStatusLimits(cfg.LimitMaxKeys),
 		TrustedProxies:  cfg.TrustedProxies,
 		RedisTimeout:    cfg.RedisTimeout,
 		AdmissionTTL:    cfg.AdmissionTTL,
@@ -328,7 +329,8 @@ func (g *Gateway) runAdmission(ctx context.Context) {
 		case <-slow.C:
 			g.refreshBypass(ctx)
 			if sweeps++; sweeps%30 == 0 {
-				for _, l := range []*ratelimit.Limiter{g.api.PurchaseLimits.User, g.api.PurchaseLimits.IP, g.api.QueueLimits.User, g.api.QueueLimits.IP} {
+				for _, l := range []*ratelimit.Limiter{g.api.PurchaseLimits.User, g.api.PurchaseLimits.IP,
+					g.api.QueueLimits.User, g.api.QueueLimits.IP, g.api.StatusLimits.User} {
 					l.Sweep(time.Minute)
 				}
 			}

@@ -125,7 +125,8 @@ func (c stateCollector) collectLimiters(ch chan<- prometheus.Metric) {
 		route, key string
 		lim        *ratelimit.Limiter
 	}{{"purchase", "user", c.a.PurchaseLimits.User}, {"purchase", "ip", c.a.PurchaseLimits.IP},
-		{"queue", "user", c.a.QueueLimits.User}, {"queue", "ip", c.a.QueueLimits.IP}} {
+		{"queue", "user", c.a.QueueLimits.User}, {"queue", "ip", c.a.QueueLimits.IP},
+		{"queue_status", "user", c.a.StatusLimits.User}} {
 		if l.lim == nil {
 			continue
 		}

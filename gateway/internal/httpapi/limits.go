@@ -20,6 +20,20 @@ func NewLimits(user, ip ratelimit.Rule, maxKeys int) Limits {
 	return Limits{User: ratelimit.New(user, maxKeys), IP: ratelimit.New(ip, maxKeys)}
 }
 
+// StatusPollRule bounds each shopper's polls of her queue ticket. It is
+// not the queue's per-user rule: that one is tuned live against joins and
+// "my order" floods, and tightened while a crowd waits it refused their
+// polls, so that shoppers who followed the advice lost their places past
+// the grace. The advice is never under 500 ms (2 polls a second); the rule
+// allows twice that, with room for a page reloaded a few times.
+var StatusPollRule = ratelimit.Rule{Rate: 4, Burst: 10}
+
+// NewStatusLimits builds the ticket polls' limiter (per user only: a
+// crowd behind one address polls as many tickets as it holds).
+func NewStatusLimits(maxKeys int) Limits {
+	return Limits{User: ratelimit.New(StatusPollRule, maxKeys)}
+}
+
 // retryAfterText holds "0".."10" so a 429 formats no number.
 var retryAfterText = func() (t [11]string) {
 	for i := range t {
@@ -71,8 +85,12 @@ func (a *API) limitedShopper(ctx *fasthttp.RequestCtx, l Limits) (string, bool) 
 	return user, true
 }
 
-// allowUser applies a route's per-user limit.
+// allowUser applies a route's per-user limit (none when it has no
+// limiter).
 func (a *API) allowUser(ctx *fasthttp.RequestCtx, l Limits, user string) bool {
+	if l.User == nil {
+		return true
+	}
 	ok, retry := l.User.Allow([]byte(user))
 	if !ok {
 		a.Metrics.rateLimited.Inc()

@@ -40,8 +40,11 @@ type API struct {
 	Queue     *queue.Queue
 	Admission *admission.Signer
 
-	PurchaseLimits  Limits
-	QueueLimits     Limits
+	PurchaseLimits Limits
+	QueueLimits    Limits
+	// StatusLimits bound each shopper's polls of her ticket
+	// (NewStatusLimits), apart from QueueLimits.
+	StatusLimits    Limits
 	TrustedProxies  []netip.Prefix
 	RedisTimeout    time.Duration
 	AdmissionTTL    time.Duration
