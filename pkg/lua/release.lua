@@ -34,13 +34,15 @@ local function giveBack(token)
     redis.call('HSET', KEYS[5], ARGV[2], '-')
   end
 end
--- An order that never came to exist ("*": the order service's relay) gives
--- its admission back whoever took its holder away first: a repair or a
--- reload drops holders whose orders are being released.
-if ARGV[6] == '*' then
-  giveBack('*')
-end
 if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then
+  -- An order that never came to exist ("*": the order service's relay)
+  -- gives its admission back even when someone else took its holder away
+  -- first: a repair or a reload drops holders whose orders are being
+  -- released. (With its holder still there, the token goes back with the
+  -- unit below, not before a pause or a missing key is known.)
+  if ARGV[6] == '*' then
+    giveBack('*')
+  end
   return 0
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then
@@ -50,9 +52,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return -3
 end
 redis.call('HDEL', KEYS[2], ARGV[1])
-if ARGV[6] ~= '*' then
-  giveBack(ARGV[6])
-end
+giveBack(ARGV[6])
 if ARGV[5] == 'drop' then
   return 1
 end

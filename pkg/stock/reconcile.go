@@ -70,6 +70,11 @@ func (s *Store) Reconcile(ctx context.Context, saleID int64, itemIDs []int64,
 	return Snapshot{}, fmt.Errorf("reconcile sale %d: %w", saleID, ErrBusy)
 }
 
+// unwatchTimeout bounds the UNWATCH after a round that did not EXEC (often
+// because Redis was slow or gone): the repair answers past its own
+// deadline by at most this much.
+const unwatchTimeout = time.Second
+
 // reconcileRound is one WATCH, read, decide, MULTI/EXEC round; aborted
 // reports that a watched key changed and nothing was written.
 func reconcileRound(ctx context.Context, c rueidis.DedicatedClient, saleID int64, itemIDs []int64,
@@ -86,7 +91,9 @@ func reconcileRound(ctx context.Context, c rueidis.DedicatedClient, saleID int64
 	execed := false
 	defer func() {
 		if !execed {
-			_ = c.Do(context.WithoutCancel(ctx), c.B().Unwatch().Build()).Error()
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unwatchTimeout)
+			_ = c.Do(uctx, c.B().Unwatch().Build()).Error()
+			cancel()
 		}
 	}()
 	if err := c.Do(ctx, c.B().Watch().Key(keys...).Build()).Error(); err != nil {

@@ -203,7 +203,8 @@ func (s *service) run(ctx context.Context, cfg config.Config, publicLn, adminLn 
 		s.health.Drain()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), cfg.ShutdownTimeout)
 		defer cancel()
-		return errors.Join(shutdownHTTP(sctx, "public", s.public, publicLn), shutdownHTTP(sctx, "admin", s.admin, adminLn))
+		return errors.Join(shutdownHTTP(sctx, "public", s.public, publicLn), shutdownHTTP(sctx, "admin", s.admin, adminLn),
+			s.relay.Wait(sctx)) // a cancel's release that outlived its answer
 	})
 	return g.Wait()
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,6 +38,9 @@ type Relay struct {
 	log     *slog.Logger
 	metrics *metrics.Counters
 	kick    chan struct{}
+	// background counts ReleaseNow's releases still running after their
+	// callers answered (Wait).
+	background sync.WaitGroup
 }
 
 // New builds a relay.
@@ -125,7 +129,7 @@ func (r *Relay) ReleaseNow(ctx context.Context, orderIDs []uuid.UUID, wait time.
 		err  error
 	}
 	out := make(chan result, 1)
-	go func() {
+	r.background.Go(func() {
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+batchTimeout)
 		defer cancel()
 		claimed, done, err := r.store.DrainReleasesWaiting(bctx, orderIDs, wait, r.release)
@@ -134,12 +138,30 @@ func (r *Relay) ReleaseNow(ctx context.Context, orderIDs []uuid.UUID, wait time.
 			err = fmt.Errorf("relay: %d releases failed; they stay queued", claimed-done)
 		}
 		out <- result{done, err}
-	}()
+	})
 	select {
 	case res := <-out:
 		return res.done, res.err
 	case <-ctx.Done():
 		return 0, fmt.Errorf("relay: release still running at the caller's deadline; it goes on in the background: %w", ctx.Err())
+	}
+}
+
+// Wait waits, until ctx ends, for the releases ReleaseNow left running in
+// the background, so that a shutdown closes Redis and the pool after them
+// (a release cut between Redis and its commit leaves a row whose unit is
+// back; the next start marks it not_held).
+func (r *Relay) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		r.background.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("relay: releases still running at shutdown: %w", ctx.Err())
 	}
 }
 

@@ -313,6 +313,12 @@ func TestReleaseNowAnswersByTheCallersDeadline(t *testing.T) {
 		if err := other.Rollback(ctx); err != nil { // the other pass ends without releasing
 			t.Fatal(err)
 		}
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = r.Wait(wctx) // what a shutdown waits for
+		cancel()
+		if err != nil {
+			t.Errorf("Wait for the background release: %v", err)
+		}
 		testdb.WaitReleased(t, pool, id) // by the background release, or another relay
 		holders, err := stk.Holders(ctx, evs[1].SaleID)
 		if err != nil {
