@@ -21,7 +21,6 @@ func TestExpireSaleReachesEveryKey(t *testing.T) {
 	for _, shards := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%d shards", shards), func(t *testing.T) {
 			c, _, sale := newSale(t)
-			t.Cleanup(func() { _, _ = testenv.DeleteKeys(context.Background(), c, fmt.Sprintf("{fs:%d*", sale)) })
 			st := stock.New(c, stock.WithShards(func(int64) (int, error) { return shards, nil }))
 			ctx := testenv.Context(t)
 			// Few units, so sharded shards run dry and refill from the pool.

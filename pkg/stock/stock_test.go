@@ -28,11 +28,23 @@ func newSale(t *testing.T) (rueidis.Client, *stock.Store, int64) {
 	t.Cleanup(c.Close)
 	// Far above any id PostgreSQL hands out in tests, distinct per run.
 	sale := 9_000_000_000 + time.Now().UnixNano()%1_000_000_000*10 + saleSeq.Add(1)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		c.Do(ctx, c.B().Del().Key(stock.HoldersKey(sale), stock.StockKey(sale, 1), stock.StockKey(sale, 2)).Build())
+	t.Cleanup(func() { // every key of the sale, sharded or not
+		for _, pattern := range []string{fmt.Sprintf("{fs:%d}*", sale), fmt.Sprintf("{fs:%d:*", sale)} {
+			_, _ = testenv.DeleteKeys(context.Background(), c, pattern)
+		}
 	})
 	return c, stock.New(c), sale
+}
+
+// fiveUnits is a sale whose item 1 has five units loaded.
+func fiveUnits(t *testing.T) (*stock.Store, int64, context.Context) {
+	t.Helper()
+	_, st, sale := newSale(t)
+	ctx := testenv.Context(t)
+	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 5}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return st, sale, ctx
 }
 
 // The articles' contention test: 1,000 concurrent users, 100 units.
@@ -182,11 +194,7 @@ func BenchmarkReserveSoldOut(b *testing.B) {
 // A purchase that failed before its order existed gives it back with the
 // unit (GiveBack); an order that ended does not (Release).
 func TestSpentAdmissionTokenIsRefused(t *testing.T) {
-	_, st, sale := newSale(t)
-	ctx := testenv.Context(t)
-	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 5}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	st, sale, ctx := fiveUnits(t)
 	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o1", "tok-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -220,11 +228,6 @@ func TestSpentAdmissionTokenIsRefused(t *testing.T) {
 	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u3", "o5", "tok-2"); !errors.Is(err, stock.ErrTokenSpent) {
 		t.Fatalf("token of a purchase in progress after a stale give-back: %v, want ErrTokenSpent", err)
 	}
-	t.Cleanup(func() {
-		c, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-		defer c.Close()
-		c.Do(context.Background(), c.B().Del().Key(stock.SpentTokensKey(sale)).Build())
-	})
 }
 
 // ReturnToken gives a spent token back for a purchase whose unit someone
@@ -233,16 +236,7 @@ func TestSpentAdmissionTokenIsRefused(t *testing.T) {
 // token it had already returned, must not let the admission buy a third
 // time.
 func TestReturnTokenKeepsItSpentWhileSheHoldsAUnit(t *testing.T) {
-	_, st, sale := newSale(t)
-	ctx := testenv.Context(t)
-	t.Cleanup(func() {
-		c, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-		defer c.Close()
-		c.Do(context.Background(), c.B().Del().Key(stock.SpentTokensKey(sale)).Build())
-	})
-	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 5}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	st, sale, ctx := fiveUnits(t)
 	// The legitimate case: the relay wrote o1 off and released its unit
 	// without the token; the token goes back alone and buys.
 	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o1", "tok-1"); err != nil {
@@ -291,16 +285,7 @@ func TestReturnTokenKeepsItSpentWhileSheHoldsAUnit(t *testing.T) {
 // note of which order spent the token, the retry found no unit held and
 // gave the token back a second time: one admission, a third purchase.
 func TestReturnTokenOncePerOrder(t *testing.T) {
-	_, st, sale := newSale(t)
-	ctx := testenv.Context(t)
-	t.Cleanup(func() {
-		c, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-		defer c.Close()
-		c.Do(context.Background(), c.B().Del().Key(stock.SpentTokensKey(sale)).Build())
-	})
-	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 5}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	st, sale, ctx := fiveUnits(t)
 	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u1", "o1", "tok-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -328,16 +313,7 @@ func TestReturnTokenOncePerOrder(t *testing.T) {
 // that ended, keeps it spent. Before the note of which order spent each
 // token, the write-off left the admission used for good.
 func TestWriteOffGivesTheAdmissionBack(t *testing.T) {
-	_, st, sale := newSale(t)
-	ctx := testenv.Context(t)
-	t.Cleanup(func() {
-		c, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-		defer c.Close()
-		c.Do(context.Background(), c.B().Del().Key(stock.SpentTokensKey(sale)).Build())
-	})
-	if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: 5}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	st, sale, ctx := fiveUnits(t)
 	for _, tc := range []struct {
 		user, order, token string
 		end                func(ctx context.Context, sale, item int64, user, order string) (bool, error)

@@ -51,14 +51,7 @@ func fixture(t *testing.T, st *store.Store, stk *stock.Store, beforeRows func(st
 	if err := stk.Load(ctx, s.ID, []stock.ItemStock{{ItemID: item, Left: 3}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	var evs []event.OrderPlaced
-	for _, u := range []string{"u1", "u2", "u3"} {
-		e := event.OrderPlaced{Version: 1, OrderID: uuid.New(), SaleID: s.ID, ItemID: item, UserID: u, PlacedAt: time.Now()}
-		if _, err := stk.Reserve(ctx, s.ID, item, u, e.OrderID.String()); err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, e)
-	}
+	evs := reserve(t, stk, s.ID, item, false)
 	if beforeRows != nil {
 		beforeRows(s, evs)
 	}
@@ -66,6 +59,45 @@ func fixture(t *testing.T, st *store.Store, stk *stock.Store, beforeRows func(st
 		t.Fatal(err)
 	}
 	return s, evs
+}
+
+// reserve reserves a unit of item for each of u1, u2 and u3 (with the
+// admission tokens tok-u1... when admitted) and returns their events.
+func reserve(t *testing.T, stk *stock.Store, saleID, item int64, admitted bool) []event.OrderPlaced {
+	t.Helper()
+	var evs []event.OrderPlaced
+	for _, u := range []string{"u1", "u2", "u3"} {
+		e := event.OrderPlaced{Version: 1, OrderID: uuid.New(), SaleID: saleID, ItemID: item, UserID: u, PlacedAt: time.Now()}
+		token := ""
+		if admitted {
+			token = "tok-" + u
+		}
+		if _, err := stk.ReserveAdmitted(testenv.Context(t), saleID, item, u, e.OrderID.String(), token); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+// holdRow claims the outbox row of id in a transaction of its own, as
+// another relay's pass would; false when another test's relay released it
+// first.
+func holdRow(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) (pgx.Tx, bool) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	other, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held int
+	if err := other.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM stock_release WHERE order_id = $1 AND released_at IS NULL FOR UPDATE) l`, id).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if held == 0 {
+		_ = other.Rollback(ctx)
+	}
+	return other, held == 1
 }
 
 func outcomes(t *testing.T, st *store.Store, ids ...uuid.UUID) map[uuid.UUID]string {
@@ -214,27 +246,11 @@ func TestReleaseNowWaitsForAnotherPass(t *testing.T) {
 		n   int
 		err error
 	}
-	// hold claims the order's row in a transaction of its own, as another
-	// pass would; false when another test's relay released it first.
-	hold := func(id uuid.UUID) (pgx.Tx, bool) {
-		other, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var held int
-		if err := other.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM stock_release WHERE order_id = $1 AND released_at IS NULL FOR UPDATE) l`, id).Scan(&held); err != nil {
-			t.Fatal(err)
-		}
-		if held == 0 {
-			_ = other.Rollback(ctx)
-		}
-		return other, held == 1
-	}
 	for attempt := 1; ; attempt++ {
 		_, evs := fixture(t, st, stk, nil)
 		short, long := evs[1].OrderID, evs[2].OrderID
-		otherShort, okShort := hold(short)
-		otherLong, okLong := hold(long)
+		otherShort, okShort := holdRow(t, pool, short)
+		otherLong, okLong := holdRow(t, pool, long)
 		if !okShort || !okLong {
 			if okShort {
 				_ = otherShort.Rollback(ctx)
@@ -287,16 +303,8 @@ func TestReleaseNowAnswersByTheCallersDeadline(t *testing.T) {
 	for attempt := 1; ; attempt++ {
 		_, evs := fixture(t, st, stk, nil)
 		id := evs[1].OrderID
-		other, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var held int
-		if err := other.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM stock_release WHERE order_id = $1 AND released_at IS NULL FOR UPDATE) l`, id).Scan(&held); err != nil {
-			t.Fatal(err)
-		}
-		if held == 0 { // another test's relay released it first
-			_ = other.Rollback(ctx)
+		other, held := holdRow(t, pool, id)
+		if !held { // another test's relay released it first
 			if attempt == 5 {
 				t.Fatal("other relays released every fixture's rows first")
 			}
@@ -549,14 +557,7 @@ func TestDrainGivesBackTheAdmissionOfOrdersNeverPlaced(t *testing.T) {
 	if err := stk.Load(ctx, s.ID, []stock.ItemStock{{ItemID: item, Left: 3}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	var evs []event.OrderPlaced
-	for _, u := range []string{"u1", "u2", "u3"} {
-		e := event.OrderPlaced{Version: 1, OrderID: uuid.New(), SaleID: s.ID, ItemID: item, UserID: u, PlacedAt: time.Now()}
-		if _, err := stk.ReserveAdmitted(ctx, s.ID, item, u, e.OrderID.String(), "tok-"+u); err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, e)
-	}
+	evs := reserve(t, stk, s.ID, item, true)
 	// u1's order takes PostgreSQL's one unit and u2's is refused; u3's never
 	// reached the topic, and the order service writes it off.
 	if _, err := st.PersistBatch(ctx, evs[:2]); err != nil {
