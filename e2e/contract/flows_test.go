@@ -321,7 +321,21 @@ func (c *contract) rateLimits(sl sale) {
 	q := c.openSale(adminapi.SaleQueue{Enabled: true, AdmissionRate: 1000}, 1)
 	qp := fmt.Sprintf("/api/flash-sales/%d/queue", q.ID)
 	twice(call{on: gatewayPublic, method: http.MethodPost, path: qp, token: mint(t, "u-rl-join")})
-	twice(call{on: gatewayPublic, method: http.MethodGet, path: qp + "/any-ticket", token: mint(t, "u-rl-poll")})
+	// Ticket polls have a limit of their own (4/s, burst 10), which the
+	// queue's tight rule does not touch: refused only past its burst.
+	poll := call{on: gatewayPublic, method: http.MethodGet, path: qp + "/any-ticket", token: mint(t, "u-rl-poll")}
+	for i := 0; ; i++ {
+		code, b := r.do(poll)
+		if code == http.StatusTooManyRequests {
+			if i < 10 {
+				t.Fatalf("ticket poll %d refused under the queue's tight rule: %s; want its own burst of 10 first", i+1, b)
+			}
+			break
+		}
+		if i == 20 {
+			t.Fatalf("21 ticket polls at once, none refused: %d %s", code, b)
+		}
+	}
 	// The challenge has the per-IP limit only (it costs no Redis call).
 	ipTight := []byte(`{"queue":{"ip":{"rate":0.001,"burst":1}}}`)
 	r.want(http.StatusOK, call{on: gatewayAdmin, method: http.MethodPut, path: "/admin/limits", token: c.admin, body: ipTight})
