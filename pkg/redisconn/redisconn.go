@@ -123,6 +123,15 @@ func Validate(setting string) error {
 	return err
 }
 
+// DeadConnTimeout is how long an idle-looking pipelined connection may
+// leave a PING unanswered before rueidis drops it and dials again (its
+// ConnWriteTimeout, when base sets none; rueidis's own default is 10 s).
+// A pipelined connection is not closed when a command's deadline runs
+// out, so this ping is what finds one whose link died without a reset (a
+// middlebox that lost its state): every command meanwhile runs into its
+// deadline. Found within about a second plus this.
+const DeadConnTimeout = 2 * time.Second
+
 // New dials Redis as the setting says (a host:port list or a URL) with
 // base's tuning (timeouts, caching, pipelining); a cluster client also
 // refreshes its slot map every TopologyRefresh unless base sets another
@@ -142,6 +151,9 @@ func New(setting string, base rueidis.ClientOption) (rueidis.Client, error) {
 		return nil, err
 	}
 	opt.AlwaysPipelining = !opt.DisableAutoPipelining
+	if opt.ConnWriteTimeout == 0 {
+		opt.ConnWriteTimeout = DeadConnTimeout
+	}
 	if opt.ClusterOption.ShardsRefreshInterval == 0 {
 		opt.ClusterOption.ShardsRefreshInterval = TopologyRefresh
 	}

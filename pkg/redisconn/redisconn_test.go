@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,4 +163,101 @@ func TestExpiredDeadlineFailsOnlyItsCommand(t *testing.T) {
 		}
 		c.Close()
 	}
+}
+
+// stallProxy forwards TCP connections to a Redis server. stall makes every
+// connection open at that moment stop forwarding for good, without a reset,
+// as when a middlebox loses a connection's state; new connections work.
+type stallProxy struct {
+	addr    string
+	mu      sync.Mutex
+	stalled []*atomic.Bool
+}
+
+func newStallProxy(t *testing.T, target string) *stallProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	p := &stallProxy{addr: ln.Addr().String()}
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			t.Cleanup(func() { in.Close(); out.Close() })
+			stalled := new(atomic.Bool)
+			p.mu.Lock()
+			p.stalled = append(p.stalled, stalled)
+			p.mu.Unlock()
+			go forward(out, in, stalled)
+			go forward(in, out, stalled)
+		}
+	}()
+	return p
+}
+
+func (p *stallProxy) stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.stalled {
+		s.Store(true)
+	}
+}
+
+// forward copies src to dst until either fails; once stalled, what src
+// sends is read and dropped.
+func forward(dst, src net.Conn, stalled *atomic.Bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !stalled.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// A pipelined connection whose link died without a reset is dropped and
+// dialled again within seconds: a command's expired deadline no longer
+// closes it, so rueidis's ping has to find it, and its default of 10 s
+// without an answer left every command failing for about 11 s.
+func TestDeadConnectionIsReplaced(t *testing.T) {
+	testenv.Require(t, testenv.RedisAddr())
+	p := newStallProxy(t, testenv.RedisAddr())
+	c, err := redisconn.New(p.addr, rueidis.ClientOption{DisableCache: true, PipelineMultiplex: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := testenv.Context(t)
+	ping := func() error {
+		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		return c.Do(pctx, c.B().Ping().Build()).Error()
+	}
+	if err := ping(); err != nil {
+		t.Fatal(err)
+	}
+	p.stall()
+	start := time.Now()
+	for ping() != nil {
+		if time.Since(start) > 8*time.Second { // rueidis's default took about 11 s
+			t.Fatalf("still failing %v after the link died: the dead connection was not replaced", time.Since(start))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("answered again %v after the link died", time.Since(start).Round(time.Millisecond))
 }
