@@ -202,9 +202,8 @@ function onQueue(q) {
     showStatus("You are in! Buy now.", "good");
   } else if (q.state === "USED") { // her admission bought a unit
     admissionUsed();
-    // While she holds it (the purchase may still fail and give the
-    // admission back) the server asks for another poll; once her order
-    // ended, none.
+    // Until her order is placed (the purchase may still fail and give the
+    // admission back) the server asks for another poll; after that, none.
     if (q.pollAfterMs > 0) st.queueTimer = setTimeout(pollQueue, q.pollAfterMs);
   } else {
     st.queueTimer = setTimeout(pollQueue, Math.max(500, q.pollAfterMs || 2000));
