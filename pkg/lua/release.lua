@@ -22,11 +22,14 @@
 -- one, must still name that token: "-" means it went back already (and
 -- may have bought another unit since). It is then noted given back.
 local function giveBack(token)
+  if token == '' then
+    return
+  end
   local noted = redis.call('HGET', KEYS[5], ARGV[2])
   if token == '*' then
-    token = noted or ''
+    token = noted
   end
-  if token == '' or token == '-' or (noted and noted ~= token) then
+  if not token or token == '-' or (noted and noted ~= token) then
     return
   end
   redis.call('SREM', KEYS[3], token)

@@ -37,11 +37,7 @@ func (s *Store) ExpireSale(ctx context.Context, saleID int64, itemIDs []int64, a
 		}
 	}
 	for _, item := range itemIDs {
-		keys, err := s.StockKeys(saleID, item)
-		if err != nil {
-			return err
-		}
-		for _, key := range keys {
+		for _, key := range l.stockKeys(item) {
 			cmds = append(cmds, expire(key))
 		}
 	}

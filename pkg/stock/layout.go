@@ -149,13 +149,18 @@ func (s *Store) StockKeys(saleID, itemID int64) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return l.stockKeys(itemID), nil
+}
+
+// stockKeys is StockKeys in a layout already known.
+func (l layout) stockKeys(itemID int64) []string {
 	if l.shards == 1 {
-		return []string{l.stockKey(0, itemID)}, nil
+		return []string{l.stockKey(0, itemID)}
 	}
 	keys := make([]string, 0, l.shards+1)
 	keys = append(keys, l.poolKey(itemID))
 	for k := range l.shards {
 		keys = append(keys, l.stockKey(k, itemID))
 	}
-	return keys, nil
+	return keys
 }
