@@ -24,6 +24,8 @@ type Abandonment struct {
 	// Unattributed: abandoned reservations whose item the reserve did not
 	// note (made before that note existed); left to a reconcile repair.
 	Unattributed int
+	// Orders are the order ids written off (Released of them).
+	Orders []uuid.UUID
 }
 
 // ReleaseAbandoned gives back the units of reservations no order will ever
@@ -112,7 +114,7 @@ func (s *Service) releaseAbandoned(ctx context.Context, saleID int64, holders ma
 	if err != nil {
 		return res, err
 	}
-	res.Released = len(written)
+	res.Released, res.Orders = len(written), written
 	if s.drain != nil && len(written) > 0 {
 		// A failure leaves the rows queued for the relay's next pass.
 		_, _ = s.drain(ctx, written)

@@ -100,6 +100,11 @@ type Reconciliation struct {
 	Releasing   int    `json:"releasing"`
 	Attribution string `json:"attribution,omitempty"`
 	Repaired    bool   `json:"repaired"`
+	// WrittenOff counts the leaked holders a repair ended as abandoned
+	// reservations (an ABANDONED row, the unit and the admission token
+	// given back by the relay) instead of dropping them; they are counted
+	// in Leaked too.
+	WrittenOff int `json:"writtenOff,omitempty"`
 	// Requeued counts the orders the repair's copy kept that had ended
 	// after it was read: their releases run again (see requeueEnded).
 	Requeued int `json:"requeued,omitempty"`
@@ -205,13 +210,72 @@ func (s *Service) reconcileOnce(ctx context.Context, saleID int64, repair bool) 
 		if rec.Clean {
 			return rec, nil
 		}
-		if rec.Attribution == AttributionEstimated {
+		off, err := s.writeOffLeaked(ctx, saleID, rec)
+		if err != nil {
+			return Reconciliation{}, fmt.Errorf("repair sale %d: %w", saleID, err)
+		}
+		if len(off) > 0 {
+			if rec, err = s.reconcile(ctx, saleID, false); err != nil {
+				return Reconciliation{}, err
+			}
+		}
+		if !rec.Clean && rec.Attribution == AttributionEstimated {
 			if err := s.awaitPersisted(ctx, saleID, rec.unplaced); err != nil {
 				return Reconciliation{}, err
 			}
 		}
+		final, err := s.reconcile(ctx, saleID, repair)
+		return final.withWrittenOff(off), err
 	}
 	return s.reconcile(ctx, saleID, repair)
+}
+
+// writeOffLeaked ends a repair's leaked holders the way the
+// abandoned-reservation pass does (see ReleaseAbandoned), rather than
+// letting the rewrite drop them: an ABANDONED row takes each order id, so
+// a late copy of its event can never be persisted, and the relay returns
+// the unit and the admission token its reservation spent. A dropped holder
+// kept its token spent (the shopper of a queued sale could not buy again)
+// and left its order id free. Holders whose item the reservation did not
+// note, or whose id carries no time, are left to the rewrite as before.
+// It returns the differences of the holders written off.
+func (s *Service) writeOffLeaked(ctx context.Context, saleID int64, rec Reconciliation) ([]Difference, error) {
+	if rec.Leaked == 0 {
+		return nil, nil
+	}
+	holders, err := s.stock.Holders(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.releaseAbandoned(ctx, saleID, holders, time.Now())
+	if err != nil || len(res.Orders) == 0 {
+		return nil, err
+	}
+	written := make(map[string]bool, len(res.Orders))
+	for _, id := range res.Orders {
+		written[id.String()] = true
+	}
+	var off []Difference
+	for _, d := range rec.Differences {
+		if d.Kind == DiffHolderLeaked && written[d.OrderID] {
+			off = append(off, d)
+		}
+	}
+	return off, nil
+}
+
+// withWrittenOff adds to a repair's last round the leaked holders
+// writeOffLeaked ended before it: they are differences it repaired, though
+// that round no longer sees them.
+func (r Reconciliation) withWrittenOff(off []Difference) Reconciliation {
+	if len(off) == 0 {
+		return r
+	}
+	r.Differences = append(off, r.Differences...)
+	r.WrittenOff = len(off)
+	r.Leaked += len(off)
+	r.Clean, r.Repaired = false, true
+	return r
 }
 
 // awaitPersisted polls PostgreSQL until every order of ids has a row, for

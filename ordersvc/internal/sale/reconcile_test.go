@@ -3,8 +3,10 @@ package sale_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -452,6 +454,72 @@ func TestRepairReleasesOrdersThatEndedMeanwhile(t *testing.T) {
 	}
 	if left, err := f.stk.Left(f.ctx, f.sale.ID, f.sale.Items[0].ID); err != nil || left != 4 {
 		t.Errorf("left = %d, %v; want 4 (5 less u1's active order)", left, err)
+	}
+}
+
+// A repair ends a leaked reservation as the abandoned-reservation pass
+// does, not by dropping its holder: an ABANDONED row takes its order id (a
+// late copy of its event can never be persisted after the unit was sold
+// again), and the relay gives back the unit and the admission token, so
+// the shopper of a queued sale can buy again. Run by the order service
+// (the relay drains at once) and by the CLI (the rows wait for a relay).
+func TestRepairWritesLeakedReservationsOff(t *testing.T) {
+	t.Parallel()
+	st, rc := storeAndRedis(t)
+	for _, drainNow := range []bool{true, false} {
+		t.Run(fmt.Sprintf("drain now %v", drainNow), func(t *testing.T) {
+			t.Parallel()
+			f := newRecFixture(t, rc, st, []int64{5}, []int{0}) // u0 holds a unit
+			item := f.sale.Items[0].ID
+			const window = 2 * time.Second
+			leak := v7At(t, time.Now().Add(-window-time.Second))
+			if _, err := f.stk.ReserveAdmitted(f.ctx, f.sale.ID, item, "leak", leak.String(), "tok-leak"); err != nil {
+				t.Fatal(err)
+			}
+			// A v4 id carries no time: its holder is dropped by the rewrite, as before.
+			f.reserve(0, "v4-leak")
+			rl := relay.New(st, f.stk, quietLog, metrics.New())
+			opts := []sale.Option{sale.WithAcceptedRecords(rc), sale.WithSettle(100 * time.Millisecond), sale.WithInFlightWindow(window)}
+			if drainNow {
+				opts = append(opts, sale.WithReleases(rl.Drain))
+			}
+			svc := sale.NewService(st, f.stk, opts...)
+
+			rec, err := svc.Reconcile(f.ctx, f.sale.ID, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rec.Repaired || rec.Clean || rec.WrittenOff != 1 || rec.Leaked != 2 {
+				t.Fatalf("repair = repaired %v, clean %v, written off %d, leaked %d; want repaired, 1 written off of 2 leaked (%+v)",
+					rec.Repaired, rec.Clean, rec.WrittenOff, rec.Leaked, rec.Differences)
+			}
+			if !slices.ContainsFunc(rec.Differences, func(d sale.Difference) bool {
+				return d.Kind == sale.DiffHolderLeaked && d.OrderID == leak.String() && d.UserID == "leak"
+			}) {
+				t.Errorf("the written-off holder is not among the differences: %+v", rec.Differences)
+			}
+			o, err := st.GetOrder(f.ctx, leak)
+			if err != nil || o.Status != store.StatusRejected || o.RejectReason != event.RejectAbandoned {
+				t.Fatalf("the leaked order's row = %+v, %v; want REJECTED (%s), taking its id", o, err, event.RejectAbandoned)
+			}
+			if !drainNow {
+				f.drain(leak) // the running order service's relay
+			}
+			testdb.WaitReleased(t, testdb.Pool(t), leak)
+			spent, holding, err := f.stk.AdmissionSpent(f.ctx, f.sale.ID, "leak", "tok-leak")
+			if err != nil || spent || holding {
+				t.Errorf("the leaked reservation's admission: spent %v, holding %v (%v); want given back", spent, holding, err)
+			}
+			if left, err := f.stk.Left(f.ctx, f.sale.ID, item); err != nil || left != 4 {
+				t.Errorf("left = %d, %v; want 4 (5 less u0's order)", left, err)
+			}
+			if again, err := svc.Reconcile(f.ctx, f.sale.ID, false); err != nil || !again.Clean {
+				t.Errorf("after the repair and the release: %+v, %v; want clean", again.Differences, err)
+			}
+			if _, err := f.stk.ReserveAdmitted(f.ctx, f.sale.ID, item, "leak", uuid.NewString(), "tok-leak"); err != nil {
+				t.Errorf("the written-off reservation's admission buys again: %v", err)
+			}
+		})
 	}
 }
 
