@@ -109,6 +109,64 @@ func TestMemoryStaysBounded(t *testing.T) {
 	}
 }
 
+// A full table makes room for a new key from buckets that refilled, and
+// tracks it; full of busy buckets, it lets the new key through untracked
+// and counts it.
+func TestFullTableEvictsRefilledBuckets(t *testing.T) {
+	l := New(Rule{Rate: 1000, Burst: 1}, 64*50)
+	for i := range 64 * 200 {
+		l.Allow(fmt.Appendf(nil, "busy-%d", i))
+	}
+	if l.Overflows() == 0 {
+		t.Fatalf("no overflow filling %d keys into room for %d", 64*200, l.MaxKeys())
+	}
+	time.Sleep(5 * time.Millisecond) // every bucket refills (1 token at 1000/s)
+	before := l.Overflows()
+	for i := range 64 * 10 {
+		key := fmt.Appendf(nil, "new-%d", i)
+		if ok, _ := l.Allow(key); !ok {
+			t.Fatalf("%s refused on its first request", key)
+		}
+		if ok, _ := l.Allow(key); ok {
+			t.Fatalf("%s allowed twice within its burst of 1: not tracked", key)
+		}
+	}
+	if n := l.Overflows() - before; n != 0 {
+		t.Errorf("%d new keys untracked while the table held only refilled buckets", n)
+	}
+
+	slow := New(Rule{Rate: MinRate, Burst: 1}, 64)
+	for i := range 64 * 20 {
+		slow.Allow(fmt.Appendf(nil, "busy-%d", i)) // none refills for ~17 minutes
+	}
+	if slow.Len() > slow.MaxKeys() || slow.Overflows() == 0 {
+		t.Errorf("a table of busy buckets: %d held (room for %d), %d overflows; want it bounded and the rest counted",
+			slow.Len(), slow.MaxKeys(), slow.Overflows())
+	}
+	if ok, _ := slow.Allow([]byte("newcomer")); !ok {
+		t.Error("a new key refused when the table is full: want it through, untracked")
+	}
+}
+
+// BenchmarkAllowFullTable is a crowd of new keys against a table full of
+// busy buckets (a flood of fresh addresses or accounts while the sale's
+// shoppers hold every bucket): each new key looks for room, finds none
+// and goes through untracked. The default table (1,000,000 keys).
+func BenchmarkAllowFullTable(b *testing.B) {
+	l := New(Rule{Rate: MinRate, Burst: 1}, 1_000_000)
+	key := make([]byte, 0, 32)
+	for i := range l.MaxKeys() {
+		key = fmt.Appendf(key[:0], "shopper-%d", i)
+		l.Allow(key)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		key = fmt.Appendf(key[:0], "flood-%d", i)
+		l.Allow(key)
+	}
+}
+
 func BenchmarkAllow(b *testing.B) {
 	l := New(Rule{Rate: 1e9, Burst: 1 << 30}, 1<<20)
 	keys := make([][]byte, 1024)
