@@ -45,7 +45,8 @@ an error.
 
 SIGHUP re-reads the configuration and applies the rate limits whose value in
 it changed since the last load (limits set with PUT /admin/limits otherwise
-stay) and FLASHSALE_QUEUE_BYPASS; other settings need a restart.
+stay) and FLASHSALE_QUEUE_BYPASS; other settings need a restart, and a
+warning names those whose value changed.
 `
 
 // run starts the gateway with env (a snapshot of the environment) until ctx

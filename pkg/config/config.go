@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
@@ -65,11 +66,44 @@ type Source struct {
 	file     map[string]string
 	filePath string
 	errs     []error
+	read     Settings
 }
+
+// Settings are the settings a Source was asked for, each with the text it
+// found ("" and absent are told apart), a secret with the secret itself:
+// what a reload compares with the running configuration, to name the
+// changes it cannot apply. Never print a value.
+type Settings map[string]setting
+
+type setting struct {
+	value string
+	set   bool
+}
+
+// Changed lists, sorted, the names whose setting differs between s and
+// other (set in one only, or to another text).
+func (s Settings) Changed(other Settings) []string {
+	var names []string
+	for name, v := range s {
+		if other[name] != v {
+			names = append(names, name)
+		}
+	}
+	for name := range other {
+		if _, ok := s[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Read returns the settings the source was asked for so far.
+func (s *Source) Read() Settings { return maps.Clone(s.read) }
 
 // NewSource reads the file named by FLASHSALE_CONFIG, if set.
 func NewSource(env Env) *Source {
-	s := &Source{env: env, file: map[string]string{}}
+	s := &Source{env: env, file: map[string]string{}, read: Settings{}}
 	path, _ := env.Lookup("FLASHSALE_CONFIG")
 	if path == "" {
 		return s
@@ -167,10 +201,11 @@ func validKey(k string) bool {
 // lookup finds a setting: the environment wins over the file even when it
 // is set to "".
 func (s *Source) lookup(name string) (string, bool) {
-	if v, ok := s.env.Lookup(name); ok {
-		return v, true
+	v, ok := s.env.Lookup(name)
+	if !ok {
+		v, ok = s.file[name]
 	}
-	v, ok := s.file[name]
+	s.read[name] = setting{v, ok}
 	return v, ok
 }
 
@@ -274,7 +309,9 @@ func (s *Source) Secret(name string) secret.Secret {
 			s.Fail(name+"_FILE", fmt.Errorf("read secret file %s: %w", path, err))
 			return nil
 		}
-		return secret.Secret(bytes.TrimSpace(b))
+		v := bytes.TrimSpace(b)
+		s.read[name] = setting{string(v), true} // a file rewritten in place is a change too
+		return secret.Secret(v)
 	}
 	return nil
 }

@@ -192,3 +192,41 @@ func writeFile(t *testing.T, path, s string) {
 		t.Fatal(err)
 	}
 }
+
+// What a source read, compared with a later read of a changed environment
+// and file: a setting changed in either, set to "" where it was unset, or a
+// secret file rewritten in place is a change; one nobody asked for is not.
+func TestSettingsChanged(t *testing.T) {
+	dir := t.TempDir()
+	file, key := filepath.Join(dir, "flashsale.env"), filepath.Join(dir, "key")
+	load := func(env Vars) Settings {
+		s := NewSource(env)
+		s.Duration("FLASHSALE_A", time.Second)
+		s.String("FLASHSALE_B", "b")
+		s.String("FLASHSALE_C", "c")
+		s.Secret("FLASHSALE_KEY")
+		s.String("FLASHSALE_UNCHANGED", "u")
+		if err := s.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return s.Read()
+	}
+	writeFile(t, file, "FLASHSALE_A=2s\nFLASHSALE_UNCHANGED=same\nFLASHSALE_NOT_READ=1\n")
+	writeFile(t, key, "secret-one")
+	before := load(Vars{"FLASHSALE_CONFIG": file, "FLASHSALE_KEY_FILE": key, "FLASHSALE_B": "x"})
+
+	writeFile(t, file, "FLASHSALE_A=3s\nFLASHSALE_UNCHANGED=same\nFLASHSALE_NOT_READ=2\n")
+	writeFile(t, key, "secret-two")
+	after := load(Vars{"FLASHSALE_CONFIG": file, "FLASHSALE_KEY_FILE": key, "FLASHSALE_B": "x", "FLASHSALE_C": ""})
+
+	want := []string{"FLASHSALE_A", "FLASHSALE_C", "FLASHSALE_KEY"}
+	if d := cmp.Diff(want, before.Changed(after)); d != "" {
+		t.Errorf("Changed (-want +got):\n%s", d)
+	}
+	if got := before.Changed(before); len(got) != 0 {
+		t.Errorf("a read compared with itself changed %v", got)
+	}
+	if d := cmp.Diff(want, after.Changed(before)); d != "" {
+		t.Errorf("Changed the other way round (-want +got):\n%s", d)
+	}
+}

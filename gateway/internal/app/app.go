@@ -239,8 +239,13 @@ func (g *Gateway) server(name string, h fasthttp.RequestHandler) *fasthttp.Serve
 // limits whose value in cfg changed since the last load (see reloadLimits:
 // a limit set through PUT /admin/limits otherwise stays) and the configured
 // bypass users. It is what SIGHUP does, after re-reading the config file;
-// other settings need a restart. It is called from one goroutine.
+// other settings need a restart, and a warning names those that differ
+// from the ones the gateway started with, at every reload until then. It
+// is called from one goroutine.
 func (g *Gateway) Reload(ctx context.Context, cfg config.Config) {
+	if names := g.cfg.NeedRestart(cfg); len(names) > 0 {
+		g.log.Warn("configuration changes not applied: they need a restart", "settings", names)
+	}
 	next := limitsOf(cfg)
 	applied, kept := reloadLimits([4]*ratelimit.Limiter{g.api.PurchaseLimits.User, g.api.PurchaseLimits.IP,
 		g.api.QueueLimits.User, g.api.QueueLimits.IP}, g.limits, next)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -52,6 +53,7 @@ type harness struct {
 	topic  string
 	admin  string // the current gateway's admin listener
 	logs   *lockedBuffer
+	env    map[string]string // the current gateway's configuration
 }
 
 // lockedBuffer collects a gateway's log lines.
@@ -150,6 +152,7 @@ func (h *harness) startGateway(o harnessOpts) string {
 	for k, v := range o.env {
 		env[k] = v
 	}
+	h.env = env
 	cfg, err := config.Load(pkgconfig.Vars(env))
 	if err != nil {
 		t.Fatal(err)
@@ -505,15 +508,18 @@ func TestReloadAppliesLimits(t *testing.T) {
 			t.Fatalf("before reload: %d", got.Status)
 		}
 	}
-	env := map[string]string{
-		"FLASHSALE_JWT_HS256_KEY": string(jwtKey), "FLASHSALE_GATE_KEY": string(gateKey),
-		"FLASHSALE_ADMIN_TOKEN": "test-admin-token-0123", "FLASHSALE_LIMIT_PURCHASE_IP": "0.001/1",
-	}
+	// The file changes a limit, and a setting a reload cannot apply.
+	env := maps.Clone(h.env)
+	env["FLASHSALE_LIMIT_PURCHASE_IP"] = "0.001/1"
+	env["FLASHSALE_STOCK_POLL"] = "300ms"
 	cfg, err := config.Load(pkgconfig.Vars(env))
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.gw.Reload(context.Background(), cfg)
+	if logs := h.logs.String(); !strings.Contains(logs, `msg="configuration changes not applied: they need a restart" settings=[FLASHSALE_STOCK_POLL]`) {
+		t.Errorf("the reload did not name the one change it cannot apply; logs:\n%s", logs)
+	}
 	if got := h.do("POST", h.buyPath(h.items[0]), "after-1"); got.Status != 202 {
 		t.Fatalf("first request after reload: %d", got.Status)
 	}

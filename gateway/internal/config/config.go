@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -151,6 +152,23 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	Log             logging.Config
 	Profile         profiling.Config // FLASHSALE_CPU_PROFILE, FLASHSALE_ALLOC_PROFILE
+	// Settings are the texts every setting above was read from (secrets
+	// included: never print a value), so that a reload can name the
+	// changes it does not apply (Reloadable).
+	Settings pkgconfig.Settings
+}
+
+// Reloadable are the settings a running gateway applies on SIGHUP; a
+// change to any other needs a restart.
+var Reloadable = []string{"FLASHSALE_LIMIT_PURCHASE_USER", "FLASHSALE_LIMIT_PURCHASE_IP",
+	"FLASHSALE_LIMIT_QUEUE_USER", "FLASHSALE_LIMIT_QUEUE_IP", "FLASHSALE_QUEUE_BYPASS"}
+
+// NeedRestart lists, sorted, the settings whose text next changes from c's
+// that a reload does not apply.
+func (c Config) NeedRestart(next Config) []string {
+	return slices.DeleteFunc(c.Settings.Changed(next.Settings), func(name string) bool {
+		return slices.Contains(Reloadable, name)
+	})
 }
 
 // HTTP is the listeners' configuration (both listeners share it).
@@ -211,6 +229,7 @@ func Load(env pkgconfig.Env) (Config, error) {
 		Log:                  logging.Load(s),
 		Profile:              profiling.Load(s),
 	}
+	c.Settings = s.Read()
 	s.RejectUnknown()
 	errs := []error{s.Err(), c.validate()}
 	if err := errors.Join(errs...); err != nil {

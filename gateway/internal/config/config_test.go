@@ -1,6 +1,8 @@
 package config
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,5 +69,35 @@ func TestLoad(t *testing.T) {
 				t.Error("secret leaked into the error")
 			}
 		})
+	}
+}
+
+// A reload names the changed settings it does not apply: not the limits
+// and the bypass list, which it applies; a secret by its name only.
+func TestNeedRestart(t *testing.T) {
+	env := map[string]string{
+		"FLASHSALE_JWT_HS256_KEY": strings.Repeat("k", 32),
+		"FLASHSALE_GATE_KEY":      strings.Repeat("g", 32),
+		"FLASHSALE_ADMIN_TOKEN":   strings.Repeat("a", 16),
+	}
+	running, err := Load(pkgconfig.Vars(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := maps.Clone(env)
+	next["FLASHSALE_LIMIT_PURCHASE_USER"] = "2/4"
+	next["FLASHSALE_QUEUE_BYPASS"] = "vip"
+	next["FLASHSALE_REDIS_TIMEOUT"] = "2s"
+	next["FLASHSALE_JWT_HS256_KEY"] = strings.Repeat("n", 32)
+	reloaded, err := Load(pkgconfig.Vars(next))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := running.NeedRestart(reloaded)
+	if want := []string{"FLASHSALE_JWT_HS256_KEY", "FLASHSALE_REDIS_TIMEOUT"}; !slices.Equal(got, want) {
+		t.Errorf("NeedRestart = %v, want %v", got, want)
+	}
+	if got := running.NeedRestart(running); len(got) != 0 {
+		t.Errorf("NeedRestart of the same configuration = %v, want none", got)
 	}
 }
