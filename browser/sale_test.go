@@ -327,6 +327,35 @@ func TestSalePageAndDashboard(t *testing.T) {
 		t.Fatalf("queue of the next drop: %d %s %v, want queueLength 3, joined 3", code, body, err)
 	}
 
+	// The operator edits the purchase limit per user while another operator
+	// tightens the queue's per-IP limit: her Apply sends only the rule she
+	// edited, and leaves the other operator's change alone.
+	userRate := `document.querySelector('#limits input[data-route="purchase"][data-key="user"][data-param="rate"]')`
+	if err := b.Exec(ctx, userRate+`.focus(); `+userRate+`.value = "9";`, nil); err != nil {
+		t.Fatal(err)
+	}
+	code, body, _, err = harness.Do(ctx, "PUT", st.GatewayAdminURL+"/admin/limits", harness.AdminToken,
+		[]byte(`{"queue":{"ip":{"rate":33,"burst":66}}}`))
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("the other operator's limit: %d %s %v", code, body, err)
+	}
+	if err := b.Click(ctx, "#limits-save"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(ctx, 5*time.Second, `document.getElementById("limits-msg").textContent === "applied: purchase/user"`, dash); err != nil {
+		t.Fatal(err)
+	}
+	code, body, _, err = harness.Do(ctx, "GET", st.GatewayAdminURL+"/admin/limits", harness.AdminToken, nil)
+	var limits struct {
+		Purchase, Queue struct{ User, IP struct{ Rate, Burst float64 } }
+	}
+	if err != nil || code != 200 || json.Unmarshal(body, &limits) != nil {
+		t.Fatalf("limits after Apply: %d %s %v", code, body, err)
+	}
+	if limits.Purchase.User.Rate != 9 || limits.Queue.IP.Rate != 33 || limits.Queue.IP.Burst != 66 {
+		t.Fatalf("limits after Apply: %s; want purchase/user at rate 9 and the other operator's queue/ip 33/66 kept", body)
+	}
+
 	// Without the order service the dashboard says so and shows the rest.
 	if exit, _ := st.Terminate("ordersvc", 20*time.Second); exit != 0 {
 		t.Fatalf("ordersvc exited with %d", exit)

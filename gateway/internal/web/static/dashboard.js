@@ -252,6 +252,7 @@ function renderLimits(l) {
         const inp = document.createElement("input");
         inp.className = "num"; inp.type = "number"; inp.min = "0"; inp.step = p === "rate" ? "any" : "1";
         inp.value = r[p];
+        inp.dataset.shown = String(r[p]);
         inp.dataset.route = route; inp.dataset.key = key; inp.dataset.param = p;
         inp.addEventListener("focus", () => { editing = true; });
         td.appendChild(inp);
@@ -260,14 +261,31 @@ function renderLimits(l) {
   }
 }
 
+// saveLimits sends only the rules the operator edited (rate and burst of
+// each): the table stops refreshing while she edits, and sending every
+// rule put back the values it showed over a change made meanwhile by
+// another operator or a reload.
 async function saveLimits() {
-  const body = { purchase: {}, queue: {} };
-  for (const inp of $("limits").querySelectorAll("input")) {
-    const r = body[inp.dataset.route][inp.dataset.key] = body[inp.dataset.route][inp.dataset.key] || {};
-    r[inp.dataset.param] = inp.dataset.param === "rate" ? parseFloat(inp.value) : parseInt(inp.value, 10);
+  const body = {};
+  const inputs = $("limits").querySelectorAll("input");
+  const edited = new Set();
+  for (const inp of inputs) {
+    if (inp.value !== inp.dataset.shown) edited.add(inp.dataset.route + "/" + inp.dataset.key);
   }
-  const r = await call("PUT", "/admin/limits", body);
-  $("limits-msg").textContent = r.ok ? "applied" : "refused (" + r.status + "): " + ((r.data && r.data.message) || "");
+  for (const inp of inputs) {
+    const { route, key, param } = inp.dataset;
+    if (!edited.has(route + "/" + key)) continue;
+    const rules = body[route] = body[route] || {};
+    const r = rules[key] = rules[key] || {};
+    r[param] = param === "rate" ? parseFloat(inp.value) : parseInt(inp.value, 10);
+  }
+  if (edited.size === 0) {
+    $("limits-msg").textContent = "nothing changed";
+  } else {
+    const r = await call("PUT", "/admin/limits", body);
+    $("limits-msg").textContent = r.ok ? "applied: " + [...edited].join(", ") :
+      "refused (" + r.status + "): " + ((r.data && r.data.message) || "");
+  }
   editing = false;
   refresh();
 }
