@@ -403,12 +403,13 @@ func (g *Gateway) expireQueues(ctx context.Context) {
 func (g *Gateway) refreshBypass(ctx context.Context) {
 	c, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	defer cancel()
+	changes := g.api.BypassChanges()
 	users, err := g.bypass.List(c)
 	if err != nil {
 		g.log.Warn("bypass list not refreshed", "err", err)
 		return
 	}
-	g.api.SetBypass(users)
+	g.api.RefreshBypass(changes, users)
 }
 
 func (g *Gateway) drainProducerEvents(producer *publish.Producer) {

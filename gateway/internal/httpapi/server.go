@@ -77,20 +77,49 @@ type API struct {
 	gauges   gauges
 	bypass   atomic.Pointer[map[string]struct{}]
 	// bypassFrom are bypass's two sources; mu orders their changes.
+	// changes counts the shared list's changes made through this
+	// gateway's admin API (see RefreshBypass).
 	bypassFrom struct {
 		mu                 sync.Mutex
 		configured, shared []string
+		changes            uint64
 	}
 }
 
 // SetBypass replaces the users operators let past the queue through the
-// admin API (the list every gateway reads from Redis). Together with the
+// admin API (the list every gateway reads from Redis) with the list a
+// change through this gateway's admin API left. Together with the
 // configured ones (SetConfiguredBypass) they need no admission token.
 func (a *API) SetBypass(shared []string) {
 	a.bypassFrom.mu.Lock()
 	defer a.bypassFrom.mu.Unlock()
 	a.bypassFrom.shared = shared
+	a.bypassFrom.changes++
 	a.storeBypass()
+}
+
+// BypassChanges is what RefreshBypass needs to know of the changes made
+// before a read of the shared list: call it before the read.
+func (a *API) BypassChanges() uint64 {
+	a.bypassFrom.mu.Lock()
+	defer a.bypassFrom.mu.Unlock()
+	return a.bypassFrom.changes
+}
+
+// RefreshBypass replaces the shared list with one read from Redis after
+// BypassChanges returned changes, unless a change through the admin API
+// was applied since: the read may have come before that change's write,
+// and applying it would step the list back until the next refresh. It
+// reports whether the list was applied.
+func (a *API) RefreshBypass(changes uint64, shared []string) bool {
+	a.bypassFrom.mu.Lock()
+	defer a.bypassFrom.mu.Unlock()
+	if a.bypassFrom.changes != changes {
+		return false
+	}
+	a.bypassFrom.shared = shared
+	a.storeBypass()
+	return true
 }
 
 // SetConfiguredBypass replaces FLASHSALE_QUEUE_BYPASS's users.
