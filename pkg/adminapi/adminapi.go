@@ -202,6 +202,14 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 type Limits struct {
 	Purchase RouteLimits `json:"purchase"`
 	Queue    RouteLimits `json:"queue"`
+	// QueueStatus bounds each shopper's polls of her queue ticket (per
+	// user only); a rule must be off or at least 2 per second.
+	QueueStatus UserLimits `json:"queueStatus"`
+}
+
+// UserLimits is a route's per-user rule, for a route with no per-IP one.
+type UserLimits struct {
+	User *Rule `json:"user,omitempty"`
 }
 
 // RouteLimits are a route's per-user and per-IP rules.

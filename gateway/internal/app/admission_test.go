@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -360,5 +361,29 @@ func TestStatusPollsOutliveATightQueueLimit(t *testing.T) {
 	}
 	if code != 429 {
 		t.Errorf("third join under the queue's rule of burst 2: %d, want 429", code)
+	}
+
+	// The polls' own rule is the operator's to tune, down to what the
+	// waiting room's advice needs (2 a second), and no further.
+	admin := func(body string) int {
+		t.Helper()
+		r := h.doWith("PUT", h.admin+"/admin/limits", "", map[string]string{"Authorization": "Bearer test-admin-token-0123"}, []byte(body))
+		return r.Status
+	}
+	for _, refused := range []string{`{"queueStatus":{"user":{"rate":1,"burst":5}}}`, `{"queueStatus":{"ip":{"rate":5,"burst":5}}}`} {
+		if got := admin(refused); got != 400 {
+			t.Errorf("PUT %s: %d, want 400", refused, got)
+		}
+	}
+	if got := admin(`{"queueStatus":{"user":{"rate":2,"burst":3}}}`); got != 200 {
+		t.Fatalf("PUT the polls' rule 2/3: %d, want 200", got)
+	}
+	codes := make([]int, 0, 5)
+	for range 5 {
+		code, _ := h.queue("GET", fmt.Sprintf("/api/flash-sales/%d/queue/%s", h.saleID, q.Ticket), "bob", nil)
+		codes = append(codes, code)
+	}
+	if want := []int{404, 404, 404, 429, 429}; !slices.Equal(codes, want) {
+		t.Errorf("five quick polls of a ticket not hers under a rule of burst 3: %v, want %v", codes, want)
 	}
 }

@@ -5,15 +5,15 @@ import (
 	"flashsale/gateway/internal/ratelimit"
 )
 
-// limitSettings are the four rate limits as a configuration sets them, in
+// limitSettings are the five rate limits as a configuration sets them, in
 // the order of limitNames.
-type limitSettings [4]ratelimit.Rule
+type limitSettings [5]ratelimit.Rule
 
-var limitNames = [4]string{"FLASHSALE_LIMIT_PURCHASE_USER", "FLASHSALE_LIMIT_PURCHASE_IP",
-	"FLASHSALE_LIMIT_QUEUE_USER", "FLASHSALE_LIMIT_QUEUE_IP"}
+var limitNames = [5]string{"FLASHSALE_LIMIT_PURCHASE_USER", "FLASHSALE_LIMIT_PURCHASE_IP",
+	"FLASHSALE_LIMIT_QUEUE_USER", "FLASHSALE_LIMIT_QUEUE_IP", "FLASHSALE_LIMIT_QUEUE_STATUS_USER"}
 
 func limitsOf(c config.Config) limitSettings {
-	return limitSettings{c.LimitPurchaseUser, c.LimitPurchaseIP, c.LimitQueueUser, c.LimitQueueIP}
+	return limitSettings{c.LimitPurchaseUser, c.LimitPurchaseIP, c.LimitQueueUser, c.LimitQueueIP, c.LimitQueueStatusUser}
 }
 
 // reloadLimits is the rule of a reload for limits: the configuration's
@@ -22,7 +22,7 @@ func limitsOf(c config.Config) limitSettings {
 // the live rule stays, which may have been set through PUT /admin/limits
 // during a sale and must not be undone by a reload meant for another
 // setting. It returns the names of the limits applied and of those kept.
-func reloadLimits(limiters [4]*ratelimit.Limiter, prev, next limitSettings) (applied, kept []string) {
+func reloadLimits(limiters [5]*ratelimit.Limiter, prev, next limitSettings) (applied, kept []string) {
 	for i, l := range limiters {
 		if next[i] == prev[i] {
 			if l.Rule() != next[i] {

@@ -30,12 +30,12 @@ func TestReloadLimits(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// The second limiter is the one under test; the others see an
 			// unchanged file and nothing set live.
-			var ls [4]*ratelimit.Limiter
+			var ls [5]*ratelimit.Limiter
 			for i := range ls {
 				ls[i] = ratelimit.New(fileA, 64)
 			}
 			ls[1].SetRule(tt.live)
-			prev, next := limitSettings{fileA, tt.prev, fileA, fileA}, limitSettings{fileA, tt.next, fileA, fileA}
+			prev, next := limitSettings{fileA, tt.prev, fileA, fileA, fileA}, limitSettings{fileA, tt.next, fileA, fileA, fileA}
 			applied, kept := reloadLimits(ls, prev, next)
 			if got := ls[1].Rule(); got != tt.want {
 				t.Errorf("rule after reload: got %+v, want %+v", got, tt.want)

@@ -26,7 +26,8 @@ func (a *API) getLimits(ctx *fasthttp.RequestCtx) {
 	rule := func(l *ratelimit.Limiter) *adminapi.Rule { r := adminapi.Rule(l.Rule()); return &r }
 	writeJSON(ctx, fasthttp.StatusOK, adminapi.Limits{
 		Purchase: adminapi.RouteLimits{User: rule(a.PurchaseLimits.User), IP: rule(a.PurchaseLimits.IP)},
-		Queue:    adminapi.RouteLimits{User: rule(a.QueueLimits.User), IP: rule(a.QueueLimits.IP)}})
+		Queue:       adminapi.RouteLimits{User: rule(a.QueueLimits.User), IP: rule(a.QueueLimits.IP)},
+		QueueStatus: adminapi.UserLimits{User: rule(a.StatusLimits.User)}})
 }
 
 // putLimits changes this gateway's limits live; omitted rules stay.
@@ -43,6 +44,10 @@ func (a *API) putLimits(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
+	if r := v.QueueStatus.User; r != nil && ratelimit.ValidateStatusPoll(ratelimit.Rule(*r)) != nil {
+		errBadRequest.Write(ctx)
+		return
+	}
 	set := func(l *ratelimit.Limiter, r *adminapi.Rule) {
 		if r != nil {
 			l.SetRule(ratelimit.Rule(*r))
@@ -52,6 +57,7 @@ func (a *API) putLimits(ctx *fasthttp.RequestCtx) {
 	set(a.PurchaseLimits.IP, v.Purchase.IP)
 	set(a.QueueLimits.User, v.Queue.User)
 	set(a.QueueLimits.IP, v.Queue.IP)
+	set(a.StatusLimits.User, v.QueueStatus.User)
 	a.Log.Info("rate limits changed by operator", "limits", string(ctx.PostBody()))
 	a.getLimits(ctx)
 }

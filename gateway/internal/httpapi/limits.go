@@ -20,18 +20,17 @@ func NewLimits(user, ip ratelimit.Rule, maxKeys int) Limits {
 	return Limits{User: ratelimit.New(user, maxKeys), IP: ratelimit.New(ip, maxKeys)}
 }
 
-// StatusPollRule bounds each shopper's polls of her queue ticket. It is
-// not the queue's per-user rule: that one is tuned live against joins and
-// "my order" floods, and tightened while a crowd waits it refused their
-// polls, so that shoppers who followed the advice lost their places past
-// the grace. The advice is never under 500 ms (2 polls a second); the rule
+// NewStatusLimits builds the limiter of each shopper's polls of her queue
+// ticket (FLASHSALE_LIMIT_QUEUE_STATUS_USER, 4/s with a burst of 10 by
+// default), per user only: a crowd behind one address polls as many
+// tickets as it holds. It is not the queue's per-user rule: that one is
+// tuned live against joins and "my order" floods, and tightened while a
+// crowd waits it refused their polls, so that shoppers who followed the
+// advice lost their places past the grace. The advice is never under
+// 500 ms (2 polls a second, ratelimit.MinStatusPollRate); the default
 // allows twice that, with room for a page reloaded a few times.
-var StatusPollRule = ratelimit.Rule{Rate: 4, Burst: 10}
-
-// NewStatusLimits builds the ticket polls' limiter (per user only: a
-// crowd behind one address polls as many tickets as it holds).
-func NewStatusLimits(maxKeys int) Limits {
-	return Limits{User: ratelimit.New(StatusPollRule, maxKeys)}
+func NewStatusLimits(user ratelimit.Rule, maxKeys int) Limits {
+	return Limits{User: ratelimit.New(user, maxKeys)}
 }
 
 // retryAfterText holds "0".."10" so a 429 formats no number.

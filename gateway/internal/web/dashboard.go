@@ -38,6 +38,7 @@ type Sources struct {
 	Gatherer       prometheus.Gatherer
 	PurchaseLimits httpapi.Limits
 	QueueLimits    httpapi.Limits
+	StatusLimits   httpapi.Limits
 	AdminToken     []byte
 	RedisTimeout   time.Duration
 	Log            *slog.Logger
@@ -152,10 +153,16 @@ type State struct {
 	Series     Series             `json:"series"`
 }
 
-// Route holds one route's per-user and per-IP rules.
+// Route holds one route's per-user and per-IP rules (IP nil for a route
+// limited per user only: the ticket polls).
 type Route struct {
-	User ratelimit.Rule `json:"user"`
-	IP   ratelimit.Rule `json:"ip"`
+	User ratelimit.Rule  `json:"user"`
+	IP   *ratelimit.Rule `json:"ip,omitempty"`
+}
+
+func routeLimits(l httpapi.Limits) Route {
+	ip := l.IP.Rule()
+	return Route{User: l.User.Rule(), IP: &ip}
 }
 
 // SaleState is one sale as this gateway sees it.
@@ -276,8 +283,9 @@ const DefaultSales = 5
 // in Redis and at the order service, however many sales the catalog holds.
 func (d *Dashboard) State(ctx context.Context, now time.Time, saleIDs []int64) State {
 	st := State{ServerTime: now.UTC(), Sales: []SaleState{}, Limits: map[string]Route{
-		"purchase": {User: d.src.PurchaseLimits.User.Rule(), IP: d.src.PurchaseLimits.IP.Rule()},
-		"queue":    {User: d.src.QueueLimits.User.Rule(), IP: d.src.QueueLimits.IP.Rule()},
+		"purchase":    routeLimits(d.src.PurchaseLimits),
+		"queue":       routeLimits(d.src.QueueLimits),
+		"queueStatus": {User: d.src.StatusLimits.User.Rule()},
 	}}
 	sales := d.src.Catalog.Sales()
 	ids := make([]int64, 0, len(sales))

@@ -241,11 +241,14 @@ function renderOrders(card, s) {
 function renderLimits(l) {
   const tb = $("limits").tBodies[0];
   tb.textContent = "";
-  for (const route of ["purchase", "queue"]) {
-    for (const key of ["user", "ip"]) {
+  // The ticket polls are limited per user only.
+  const routes = [["purchase", ["user", "ip"]], ["queue", ["user", "ip"]], ["queueStatus", ["user"]]];
+  const names = { purchase: "purchase", queue: "queue", queueStatus: "queue ticket polls" };
+  for (const [route, keys] of routes) {
+    for (const key of keys) {
       const r = (l[route] || {})[key] || { rate: 0, burst: 0 };
       const tr = tb.insertRow();
-      tr.insertCell().textContent = route;
+      tr.insertCell().textContent = names[route];
       tr.insertCell().textContent = key;
       for (const p of ["rate", "burst"]) {
         const td = tr.insertCell(); td.className = "num";
