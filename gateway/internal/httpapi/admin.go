@@ -25,7 +25,7 @@ func (a *API) admin(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 func (a *API) getLimits(ctx *fasthttp.RequestCtx) {
 	rule := func(l *ratelimit.Limiter) *adminapi.Rule { r := adminapi.Rule(l.Rule()); return &r }
 	writeJSON(ctx, fasthttp.StatusOK, adminapi.Limits{
-		Purchase: adminapi.RouteLimits{User: rule(a.PurchaseLimits.User), IP: rule(a.PurchaseLimits.IP)},
+		Purchase:    adminapi.RouteLimits{User: rule(a.PurchaseLimits.User), IP: rule(a.PurchaseLimits.IP)},
 		Queue:       adminapi.RouteLimits{User: rule(a.QueueLimits.User), IP: rule(a.QueueLimits.IP)},
 		QueueStatus: adminapi.UserLimits{User: rule(a.StatusLimits.User)}})
 }
