@@ -36,12 +36,16 @@ const (
 	MaxBurst = 1_000_000
 )
 
-// Validate reports why r cannot work: off (Rate 0, any Burst) or a finite
-// Rate in [MinRate, MaxRate] with a Burst in [1, MaxBurst]. NaN and Inf
-// (which strconv.ParseFloat takes) would turn a limit off or let all
-// through, and break every JSON answer that shows the rule.
+// Validate reports why r cannot work: off (Rate 0, a Burst in [0,
+// MaxBurst], kept as given) or a finite Rate in [MinRate, MaxRate] with a
+// Burst in [1, MaxBurst]. NaN and Inf (which strconv.ParseFloat takes)
+// would turn a limit off or let all through, and break every JSON answer
+// that shows the rule; a rule turned off with a burst past MaxBurst was
+// taken, and every answer that showed it broke the API's schema.
 func (r Rule) Validate() error {
 	switch {
+	case r.Rate == 0 && (r.Burst < 0 || r.Burst > MaxBurst):
+		return fmt.Errorf("burst %d: want 0..%d", r.Burst, MaxBurst)
 	case r.Rate == 0:
 		return nil
 	case math.IsNaN(r.Rate) || math.IsInf(r.Rate, 0) || r.Rate < MinRate || r.Rate > MaxRate:

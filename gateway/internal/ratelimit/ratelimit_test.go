@@ -228,6 +228,10 @@ func TestRuleValidate(t *testing.T) {
 		{Rule{Rate: math.Inf(1), Burst: 3}, false},
 		{Rule{Rate: 2 * MaxRate, Burst: 3}, false},
 		{Rule{Rate: 1, Burst: MaxBurst + 1}, false},
+		// Off, but every answer that shows it would break the schema.
+		{Rule{Rate: 0, Burst: 74336455788743}, false},
+		{Rule{Rate: 0, Burst: -1}, false},
+		{Rule{Rate: 0, Burst: MaxBurst}, true},
 	}
 	for _, tt := range tests {
 		if err := tt.r.Validate(); (err == nil) != tt.ok {
