@@ -85,6 +85,11 @@ func TestHostileInputOnRealBinaries(t *testing.T) {
 		{"poll an id that is not a UUID", "GET", s.GatewayURL + "/api/flash-sales/orders/1%20OR%201=1", bob, "", 400, "INVALID_ORDER_ID"},
 		{"poll an unknown UUID", "GET", s.GatewayURL + "/api/flash-sales/orders/" + uuid.NewString(), bob, "", 404, "NOT_FOUND"},
 		{"unknown order action", "POST", order + "/refund", bob, "", 404, "NOT_FOUND"},
+		// The order service's listener also answers /metrics and /readyz;
+		// an encoded path must not climb out of the order routes to them.
+		{"order path climbing to the order service's metrics", "GET", s.GatewayURL + "/api/flash-sales/orders/..%2F..%2F..%2Fmetrics", bob, "", 400, "INVALID_ORDER_ID"},
+		{"order path climbing to the order service's readyz", "GET", s.GatewayURL + "/api/flash-sales/orders/%2e%2e%2f%2e%2e%2f%2e%2e%2freadyz", bob, "", 400, "INVALID_ORDER_ID"},
+		{"order action climbing to the order service's metrics", "POST", order + "/..%2F..%2F..%2F..%2Fmetrics", bob, "", 404, "NOT_FOUND"},
 		{"purchase with alg none", "POST", sl.url, algNone, "", 401, "UNAUTHORIZED"},
 		{"purchase with a forged token", "POST", sl.url, "Bearer " + forged, "", 401, "UNAUTHORIZED"},
 		{"purchase on a guessed gate", "POST", strings.Replace(sl.url, sl.path, fmt.Sprintf("/api/flash-sales/%d/g/%s", sl.id, strings.Repeat("0", 32)), 1), bob, "", 404, "NOT_FOUND"},

@@ -202,9 +202,10 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 type Limits struct {
 	Purchase RouteLimits `json:"purchase"`
 	Queue    RouteLimits `json:"queue"`
-	// QueueStatus bounds each shopper's polls of her queue ticket (per
-	// user only); a rule must be off or at least 2 per second.
-	QueueStatus UserLimits `json:"queueStatus"`
+	// Poll bounds each shopper's polls of her queue ticket and her
+	// requests for an order (per user only); a rule must be off or at
+	// least 2 per second.
+	Poll UserLimits `json:"poll"`
 }
 
 // UserLimits is a route's per-user rule, for a route with no per-IP one.

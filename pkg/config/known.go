@@ -90,7 +90,7 @@ var known = map[string]variable{
 	"FLASHSALE_LIMIT_PURCHASE_IP":       {readers: Gateway},
 	"FLASHSALE_LIMIT_QUEUE_USER":        {readers: Gateway},
 	"FLASHSALE_LIMIT_QUEUE_IP":          {readers: Gateway},
-	"FLASHSALE_LIMIT_QUEUE_STATUS_USER": {readers: Gateway},
+	"FLASHSALE_LIMIT_POLL_USER":         {readers: Gateway},
 	"FLASHSALE_LIMIT_MAX_KEYS":          {readers: Gateway},
 	"FLASHSALE_TRUSTED_PROXIES":         {readers: Gateway},
 	"FLASHSALE_QUEUE_GRACE":             {readers: Gateway},

@@ -370,12 +370,12 @@ func TestStatusPollsOutliveATightQueueLimit(t *testing.T) {
 		r := h.doWith("PUT", h.admin+"/admin/limits", "", map[string]string{"Authorization": "Bearer test-admin-token-0123"}, []byte(body))
 		return r.Status
 	}
-	for _, refused := range []string{`{"queueStatus":{"user":{"rate":1,"burst":5}}}`, `{"queueStatus":{"ip":{"rate":5,"burst":5}}}`} {
+	for _, refused := range []string{`{"poll":{"user":{"rate":1,"burst":5}}}`, `{"poll":{"ip":{"rate":5,"burst":5}}}`} {
 		if got := admin(refused); got != 400 {
 			t.Errorf("PUT %s: %d, want 400", refused, got)
 		}
 	}
-	if got := admin(`{"queueStatus":{"user":{"rate":2,"burst":3}}}`); got != 200 {
+	if got := admin(`{"poll":{"user":{"rate":2,"burst":3}}}`); got != 200 {
 		t.Fatalf("PUT the polls' rule 2/3: %d, want 200", got)
 	}
 	codes := make([]int, 0, 5)

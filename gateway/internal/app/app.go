@@ -164,7 +164,7 @@ func (g *Gateway) buildAPI(ctx context.Context, verifier *auth.Verifier) error {
 		Admission:       signer,
 		PurchaseLimits:  httpapi.NewLimits(cfg.LimitPurchaseUser, cfg.LimitPurchaseIP, cfg.LimitMaxKeys),
 		QueueLimits:     httpapi.NewLimits(cfg.LimitQueueUser, cfg.LimitQueueIP, cfg.LimitMaxKeys),
-		StatusLimits:    httpapi.NewStatusLimits(cfg.LimitQueueStatusUser, cfg.LimitMaxKeys),
+		PollLimits:      httpapi.NewPollLimits(cfg.LimitPollUser, cfg.LimitMaxKeys),
 		TrustedProxies:  cfg.TrustedProxies,
 		RedisTimeout:    cfg.RedisTimeout,
 		AdmissionTTL:    cfg.AdmissionTTL,
@@ -221,7 +221,7 @@ func (g *Gateway) buildServers() error {
 	}
 	g.dash, err = web.NewDashboard(web.Sources{Catalog: g.catalog, Queue: g.queue, Gatherer: g.api.Gatherer,
 		Orders:         web.NewOrdersClient(g.cfg.OrdersvcAdminAddr, g.cfg.AdminToken, 500*time.Millisecond),
-		PurchaseLimits: g.api.PurchaseLimits, QueueLimits: g.api.QueueLimits, StatusLimits: g.api.StatusLimits,
+		PurchaseLimits: g.api.PurchaseLimits, QueueLimits: g.api.QueueLimits, PollLimits: g.api.PollLimits,
 		AdminToken: g.cfg.AdminToken, RedisTimeout: g.cfg.RedisTimeout, Log: g.log})
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
@@ -248,14 +248,14 @@ func (g *Gateway) Reload(ctx context.Context, cfg config.Config) {
 	}
 	next := limitsOf(cfg)
 	applied, kept := reloadLimits([5]*ratelimit.Limiter{g.api.PurchaseLimits.User, g.api.PurchaseLimits.IP,
-		g.api.QueueLimits.User, g.api.QueueLimits.IP, g.api.StatusLimits.User}, g.limits, next)
+		g.api.QueueLimits.User, g.api.QueueLimits.IP, g.api.PollLimits.User}, g.limits, next)
 	g.limits = next
 	g.api.SetConfiguredBypass(cfg.QueueBypass)
 	g.refreshBypass(ctx)
 	g.log.Info("configuration reloaded", "limits_applied", applied, "limits_kept_from_admin_api", kept,
 		"purchase_user", g.api.PurchaseLimits.User.Rule(), "purchase_ip", g.api.PurchaseLimits.IP.Rule(),
 		"queue_user", g.api.QueueLimits.User.Rule(), "queue_ip", g.api.QueueLimits.IP.Rule(),
-		"queue_status_user", g.api.StatusLimits.User.Rule(), "bypass_users", len(cfg.QueueBypass))
+		"poll_user", g.api.PollLimits.User.Rule(), "bypass_users", len(cfg.QueueBypass))
 }
 
 // Metrics exposes the counters (tests read them).
@@ -336,7 +336,7 @@ func (g *Gateway) runAdmission(ctx context.Context) {
 			g.refreshBypass(ctx)
 			if sweeps++; sweeps%30 == 0 {
 				for _, l := range []*ratelimit.Limiter{g.api.PurchaseLimits.User, g.api.PurchaseLimits.IP,
-					g.api.QueueLimits.User, g.api.QueueLimits.IP, g.api.StatusLimits.User} {
+					g.api.QueueLimits.User, g.api.QueueLimits.IP, g.api.PollLimits.User} {
 					l.Sweep(time.Minute)
 				}
 			}

@@ -10,10 +10,10 @@ import (
 type limitSettings [5]ratelimit.Rule
 
 var limitNames = [5]string{"FLASHSALE_LIMIT_PURCHASE_USER", "FLASHSALE_LIMIT_PURCHASE_IP",
-	"FLASHSALE_LIMIT_QUEUE_USER", "FLASHSALE_LIMIT_QUEUE_IP", "FLASHSALE_LIMIT_QUEUE_STATUS_USER"}
+	"FLASHSALE_LIMIT_QUEUE_USER", "FLASHSALE_LIMIT_QUEUE_IP", "FLASHSALE_LIMIT_POLL_USER"}
 
 func limitsOf(c config.Config) limitSettings {
-	return limitSettings{c.LimitPurchaseUser, c.LimitPurchaseIP, c.LimitQueueUser, c.LimitQueueIP, c.LimitQueueStatusUser}
+	return limitSettings{c.LimitPurchaseUser, c.LimitPurchaseIP, c.LimitQueueUser, c.LimitQueueIP, c.LimitPollUser}
 }
 
 // reloadLimits is the rule of a reload for limits: the configuration's

@@ -131,11 +131,11 @@ type Config struct {
 	LimitPurchaseIP   ratelimit.Rule
 	LimitQueueUser    ratelimit.Rule
 	LimitQueueIP      ratelimit.Rule
-	// LimitQueueStatusUser bounds each shopper's polls of her queue
-	// ticket, apart from the queue's per-user rule (httpapi.NewStatusLimits).
-	LimitQueueStatusUser ratelimit.Rule
-	LimitMaxKeys         int            // buckets held per limiter, bounding memory
-	TrustedProxies       []netip.Prefix // peers whose X-Forwarded-For is believed
+	// LimitPollUser bounds each shopper's polls of her queue
+	// ticket, apart from the queue's per-user rule (httpapi.NewPollLimits).
+	LimitPollUser  ratelimit.Rule
+	LimitMaxKeys   int            // buckets held per limiter, bounding memory
+	TrustedProxies []netip.Prefix // peers whose X-Forwarded-For is believed
 
 	QueueGrace      time.Duration // a queue place without a poll for this long is given up
 	QueueAdvance    time.Duration // how often this gateway advances admission
@@ -164,7 +164,7 @@ type Config struct {
 // Reloadable are the settings a running gateway applies on SIGHUP; a
 // change to any other needs a restart.
 var Reloadable = []string{"FLASHSALE_LIMIT_PURCHASE_USER", "FLASHSALE_LIMIT_PURCHASE_IP",
-	"FLASHSALE_LIMIT_QUEUE_USER", "FLASHSALE_LIMIT_QUEUE_IP", "FLASHSALE_LIMIT_QUEUE_STATUS_USER", "FLASHSALE_QUEUE_BYPASS"}
+	"FLASHSALE_LIMIT_QUEUE_USER", "FLASHSALE_LIMIT_QUEUE_IP", "FLASHSALE_LIMIT_POLL_USER", "FLASHSALE_QUEUE_BYPASS"}
 
 // NeedRestart lists, sorted, the settings whose text next changes from c's
 // that a reload does not apply.
@@ -213,7 +213,7 @@ func Load(env pkgconfig.Env) (Config, error) {
 		LimitPurchaseIP:      rule(s, "FLASHSALE_LIMIT_PURCHASE_IP", "50/100"),
 		LimitQueueUser:       rule(s, "FLASHSALE_LIMIT_QUEUE_USER", "2/5"),
 		LimitQueueIP:         rule(s, "FLASHSALE_LIMIT_QUEUE_IP", "50/100"),
-		LimitQueueStatusUser: rule(s, "FLASHSALE_LIMIT_QUEUE_STATUS_USER", "4/10"),
+		LimitPollUser:        rule(s, "FLASHSALE_LIMIT_POLL_USER", "4/10"),
 		LimitMaxKeys:         s.Int("FLASHSALE_LIMIT_MAX_KEYS", 1_000_000),
 		TrustedProxies:       prefixes(s, "FLASHSALE_TRUSTED_PROXIES"),
 		QueueGrace:           s.Duration("FLASHSALE_QUEUE_GRACE", 60*time.Second),
@@ -271,8 +271,8 @@ func (c Config) validate() error {
 	need(c.PublishFailFastAfter >= 0, "FLASHSALE_PUBLISH_FAIL_FAST_AFTER", "must not be negative (0 turns failing fast off)")
 	need(c.PublishFailFastFor >= 10*time.Millisecond, "FLASHSALE_PUBLISH_FAIL_FAST_FOR", "must be at least 10ms")
 	need(c.LimitMaxKeys >= 64, "FLASHSALE_LIMIT_MAX_KEYS", "must be at least 64")
-	if err := ratelimit.ValidateStatusPoll(c.LimitQueueStatusUser); err != nil {
-		errs = append(errs, fmt.Errorf("FLASHSALE_LIMIT_QUEUE_STATUS_USER: %w", err))
+	if err := ratelimit.ValidatePoll(c.LimitPollUser); err != nil {
+		errs = append(errs, fmt.Errorf("FLASHSALE_LIMIT_POLL_USER: %w", err))
 	}
 	need(c.QueueGrace >= time.Second, "FLASHSALE_QUEUE_GRACE", "must be at least 1s")
 	// A round admits at most one second's worth of the rate (queue_advance.lua:

@@ -25,9 +25,9 @@ func (a *API) admin(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 func (a *API) getLimits(ctx *fasthttp.RequestCtx) {
 	rule := func(l *ratelimit.Limiter) *adminapi.Rule { r := adminapi.Rule(l.Rule()); return &r }
 	writeJSON(ctx, fasthttp.StatusOK, adminapi.Limits{
-		Purchase:    adminapi.RouteLimits{User: rule(a.PurchaseLimits.User), IP: rule(a.PurchaseLimits.IP)},
-		Queue:       adminapi.RouteLimits{User: rule(a.QueueLimits.User), IP: rule(a.QueueLimits.IP)},
-		QueueStatus: adminapi.UserLimits{User: rule(a.StatusLimits.User)}})
+		Purchase: adminapi.RouteLimits{User: rule(a.PurchaseLimits.User), IP: rule(a.PurchaseLimits.IP)},
+		Queue:    adminapi.RouteLimits{User: rule(a.QueueLimits.User), IP: rule(a.QueueLimits.IP)},
+		Poll:     adminapi.UserLimits{User: rule(a.PollLimits.User)}})
 }
 
 // putLimits changes this gateway's limits live; omitted rules stay.
@@ -44,7 +44,7 @@ func (a *API) putLimits(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	if r := v.QueueStatus.User; r != nil && ratelimit.ValidateStatusPoll(ratelimit.Rule(*r)) != nil {
+	if r := v.Poll.User; r != nil && ratelimit.ValidatePoll(ratelimit.Rule(*r)) != nil {
 		errBadRequest.Write(ctx)
 		return
 	}
@@ -57,7 +57,7 @@ func (a *API) putLimits(ctx *fasthttp.RequestCtx) {
 	set(a.PurchaseLimits.IP, v.Purchase.IP)
 	set(a.QueueLimits.User, v.Queue.User)
 	set(a.QueueLimits.IP, v.Queue.IP)
-	set(a.StatusLimits.User, v.QueueStatus.User)
+	set(a.PollLimits.User, v.Poll.User)
 	a.Log.Info("rate limits changed by operator", "limits", string(ctx.PostBody()))
 	a.getLimits(ctx)
 }

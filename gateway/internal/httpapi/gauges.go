@@ -126,7 +126,7 @@ func (c stateCollector) collectLimiters(ch chan<- prometheus.Metric) {
 		lim        *ratelimit.Limiter
 	}{{"purchase", "user", c.a.PurchaseLimits.User}, {"purchase", "ip", c.a.PurchaseLimits.IP},
 		{"queue", "user", c.a.QueueLimits.User}, {"queue", "ip", c.a.QueueLimits.IP},
-		{"queue_status", "user", c.a.StatusLimits.User}} {
+		{"poll", "user", c.a.PollLimits.User}} {
 		if l.lim == nil {
 			continue
 		}

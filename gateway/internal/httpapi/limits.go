@@ -20,16 +20,16 @@ func NewLimits(user, ip ratelimit.Rule, maxKeys int) Limits {
 	return Limits{User: ratelimit.New(user, maxKeys), IP: ratelimit.New(ip, maxKeys)}
 }
 
-// NewStatusLimits builds the limiter of each shopper's polls of her queue
-// ticket (FLASHSALE_LIMIT_QUEUE_STATUS_USER, 4/s with a burst of 10 by
+// NewPollLimits builds the limiter of each shopper's polls of her queue
+// ticket (FLASHSALE_LIMIT_POLL_USER, 4/s with a burst of 10 by
 // default), per user only: a crowd behind one address polls as many
 // tickets as it holds. It is not the queue's per-user rule: that one is
 // tuned live against joins and "my order" floods, and tightened while a
 // crowd waits it refused their polls, so that shoppers who followed the
 // advice lost their places past the grace. The advice is never under
-// 500 ms (2 polls a second, ratelimit.MinStatusPollRate); the default
+// 500 ms (2 polls a second, ratelimit.MinPollRate); the default
 // allows twice that, with room for a page reloaded a few times.
-func NewStatusLimits(user ratelimit.Rule, maxKeys int) Limits {
+func NewPollLimits(user ratelimit.Rule, maxKeys int) Limits {
 	return Limits{User: ratelimit.New(user, maxKeys)}
 }
 
@@ -74,14 +74,20 @@ func (a *API) shopper(ctx *fasthttp.RequestCtx) (string, bool) {
 // signature check, then the verified user, then her per-user limit. It has
 // answered the request when ok is false.
 func (a *API) limitedShopper(ctx *fasthttp.RequestCtx, l Limits) (string, bool) {
-	if !a.allowIP(ctx, l) {
+	return a.limitedShopperFor(ctx, l, l)
+}
+
+// limitedShopperFor is limitedShopper with the per-IP rule of ip and the
+// per-user rule of user.
+func (a *API) limitedShopperFor(ctx *fasthttp.RequestCtx, ip, user Limits) (string, bool) {
+	if !a.allowIP(ctx, ip) {
 		return "", false
 	}
-	user, ok := a.shopper(ctx)
-	if !ok || !a.allowUser(ctx, l, user) {
+	u, ok := a.shopper(ctx)
+	if !ok || !a.allowUser(ctx, user, u) {
 		return "", false
 	}
-	return user, true
+	return u, true
 }
 
 // allowUser applies a route's per-user limit (none when it has no

@@ -42,9 +42,9 @@ type API struct {
 
 	PurchaseLimits Limits
 	QueueLimits    Limits
-	// StatusLimits bound each shopper's polls of her ticket
-	// (NewStatusLimits), apart from QueueLimits.
-	StatusLimits    Limits
+	// PollLimits bound each shopper's polls of her ticket
+	// (NewPollLimits), apart from QueueLimits.
+	PollLimits      Limits
 	TrustedProxies  []netip.Prefix
 	RedisTimeout    time.Duration
 	AdmissionTTL    time.Duration

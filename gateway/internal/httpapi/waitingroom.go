@@ -110,7 +110,7 @@ func (a *API) queueStatus(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	user, ok := a.shopper(ctx)
-	if !ok || !a.allowUser(ctx, a.StatusLimits, user) {
+	if !ok || !a.allowUser(ctx, a.PollLimits, user) {
 		return
 	}
 	ticket, _ := ctx.UserValue("ticket").(string)

@@ -56,20 +56,20 @@ func (r Rule) Validate() error {
 	return nil
 }
 
-// MinStatusPollRate is the least rate a shopper's ticket polls may be
+// MinPollRate is the least rate a shopper's ticket polls may be
 // limited to: the waiting room never advises a poll sooner than 500 ms
 // after the last, and a shopper who follows the advice must not be
 // refused (her place lapses past the grace without a poll).
-const MinStatusPollRate = 2
+const MinPollRate = 2
 
-// ValidateStatusPoll is Validate for the ticket polls' rule, which must
-// also allow the advised polls: off, or at least MinStatusPollRate.
-func ValidateStatusPoll(r Rule) error {
+// ValidatePoll is Validate for the ticket polls' rule, which must
+// also allow the advised polls: off, or at least MinPollRate.
+func ValidatePoll(r Rule) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	if r.Enabled() && r.Rate < MinStatusPollRate {
-		return fmt.Errorf("rate %v: want 0 (off) or at least %v per second (the waiting room advises a poll every 500 ms at the most)", r.Rate, MinStatusPollRate)
+	if r.Enabled() && r.Rate < MinPollRate {
+		return fmt.Errorf("rate %v: want 0 (off) or at least %v per second (the waiting room advises a poll every 500 ms at the most)", r.Rate, MinPollRate)
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ type Sources struct {
 	Gatherer       prometheus.Gatherer
 	PurchaseLimits httpapi.Limits
 	QueueLimits    httpapi.Limits
-	StatusLimits   httpapi.Limits
+	PollLimits     httpapi.Limits
 	AdminToken     []byte
 	RedisTimeout   time.Duration
 	Log            *slog.Logger
@@ -283,9 +283,9 @@ const DefaultSales = 5
 // in Redis and at the order service, however many sales the catalog holds.
 func (d *Dashboard) State(ctx context.Context, now time.Time, saleIDs []int64) State {
 	st := State{ServerTime: now.UTC(), Sales: []SaleState{}, Limits: map[string]Route{
-		"purchase":    routeLimits(d.src.PurchaseLimits),
-		"queue":       routeLimits(d.src.QueueLimits),
-		"queueStatus": {User: d.src.StatusLimits.User.Rule()},
+		"purchase": routeLimits(d.src.PurchaseLimits),
+		"queue":    routeLimits(d.src.QueueLimits),
+		"poll":     {User: d.src.PollLimits.User.Rule()},
 	}}
 	sales := d.src.Catalog.Sales()
 	ids := make([]int64, 0, len(sales))

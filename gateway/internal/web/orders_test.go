@@ -109,7 +109,7 @@ func dashboardFor(t *testing.T, cat *catalog.Catalog, q *queue.Queue, orders *Or
 	d, err := NewDashboard(Sources{Catalog: cat, Queue: q, Orders: orders, Gatherer: gatewayRegistry(t),
 		PurchaseLimits: httpapi.NewLimits(ratelimit.Rule{}, ratelimit.Rule{}, 100),
 		QueueLimits:    httpapi.NewLimits(ratelimit.Rule{}, ratelimit.Rule{}, 100),
-		StatusLimits:   httpapi.NewStatusLimits(ratelimit.Rule{}, 100),
+		PollLimits:     httpapi.NewPollLimits(ratelimit.Rule{}, 100),
 		AdminToken:     []byte(ordersToken)})
 	if err != nil {
 		t.Fatal(err)

@@ -81,7 +81,7 @@ func newDashboard(t *testing.T, g prometheus.Gatherer) *Dashboard {
 	d, err := NewDashboard(Sources{Catalog: catalog.New(nil, nil), Gatherer: g,
 		PurchaseLimits: httpapi.NewLimits(ratelimit.Rule{Rate: 1, Burst: 3}, ratelimit.Rule{Rate: 50, Burst: 100}, 100),
 		QueueLimits:    httpapi.NewLimits(ratelimit.Rule{Rate: 2, Burst: 5}, ratelimit.Rule{}, 100),
-		StatusLimits:   httpapi.NewStatusLimits(ratelimit.Rule{Rate: 4, Burst: 10}, 100),
+		PollLimits:     httpapi.NewPollLimits(ratelimit.Rule{Rate: 4, Burst: 10}, 100),
 		AdminToken:     []byte("admin-token-0123456789")})
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestDashboardRates(t *testing.T) {
 	if got := st.Limits["purchase"].User; got != (ratelimit.Rule{Rate: 1, Burst: 3}) {
 		t.Errorf("purchase user limit %+v", got)
 	}
-	if got := st.Limits["queueStatus"]; got.User != (ratelimit.Rule{Rate: 4, Burst: 10}) || got.IP != nil {
+	if got := st.Limits["poll"]; got.User != (ratelimit.Rule{Rate: 4, Burst: 10}) || got.IP != nil {
 		t.Errorf("ticket polls' limits %+v, want 4/10 per user and none per IP", got)
 	}
 	b, err := json.Marshal(st)

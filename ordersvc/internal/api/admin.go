@@ -86,7 +86,7 @@ func (a *Admin) router(base context.Context) *router.Router {
 		// Authenticated by the body's signature, not the admin token.
 		r.POST("/webhooks/payment", func(ctx *fasthttp.RequestCtx) { a.webhook.handle(base, ctx) })
 	}
-	a.health.register(base, r)
+	a.health.register(base, r, adminListener)
 	r.NotFound = notFound
 	r.MethodNotAllowed = methodNotAllowed
 	return r

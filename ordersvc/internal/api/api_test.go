@@ -238,8 +238,12 @@ func TestGetOrderDatabaseDown(t *testing.T) {
 		t.Errorf("got %d %s Retry-After %q, want 503 UNAVAILABLE with Retry-After", r.status, r.raw, r.header["Retry-After"])
 	}
 	r = do(t, c, "GET", "/readyz", "", "")
-	if r.status != 503 {
-		t.Errorf("readyz with the database down: got %d, want 503", r.status)
+	if r.status != 503 || r.body["checks"].(map[string]any)["postgres"] != "unavailable" {
+		t.Errorf("public readyz with the database down: got %d %s, want 503 naming postgres unavailable, without its error", r.status, r.raw)
+	}
+	// Nothing but the order routes and health on the public listener.
+	if r = do(t, c, "GET", "/metrics", "", ""); r.status != 404 {
+		t.Errorf("/metrics on the public listener: %d, want 404 (the admin listener has it)", r.status)
 	}
 }
 

@@ -38,10 +38,24 @@ func NewHealth(st *store.Store, m *metrics.Counters, checks map[string]ReadyChec
 // balancers stop sending before the listeners close.
 func (h *Health) Drain() { h.draining.Store(true) }
 
-func (h *Health) register(base context.Context, r *router.Router) {
+// listener is which of the service's listeners the endpoints go on.
+type listener int
+
+const (
+	publicListener listener = iota + 1
+	adminListener
+)
+
+// register adds the health endpoints to a listener's router. The public
+// one gets no /metrics (the gateway's public listener has none either;
+// Prometheus scrapes the admin one), and its /readyz names the failing
+// checks without their errors, which name the database's user and host.
+func (h *Health) register(base context.Context, r *router.Router, on listener) {
 	r.GET("/healthz", h.healthz)
-	r.GET("/readyz", func(ctx *fasthttp.RequestCtx) { h.readyz(base, ctx) })
-	r.GET("/metrics", h.scrape)
+	r.GET("/readyz", func(ctx *fasthttp.RequestCtx) { h.readyz(base, ctx, on == adminListener) })
+	if on == adminListener {
+		r.GET("/metrics", h.scrape)
+	}
 	r.GET(openapi.Path, openapi.Serve)
 }
 
@@ -54,10 +68,13 @@ type readiness struct {
 	Checks map[string]string `json:"checks"`
 }
 
-func (h *Health) readyz(base context.Context, rctx *fasthttp.RequestCtx) {
+func (h *Health) readyz(base context.Context, rctx *fasthttp.RequestCtx, detail bool) {
 	res := readiness{Status: "ok", Checks: map[string]string{}}
 	fail := func(name, msg string) {
 		res.Status = "unavailable"
+		if !detail {
+			msg = "unavailable"
+		}
 		res.Checks[name] = msg
 	}
 	if h.draining.Load() {

@@ -65,7 +65,7 @@ func (p *Public) Handler(base context.Context) fasthttp.RequestHandler {
 	})
 	r.POST(ordersPrefix+"{orderId}/pay", func(ctx *fasthttp.RequestCtx) { p.pay(base, ctx) })
 	r.POST(ordersPrefix+"{orderId}/cancel", func(ctx *fasthttp.RequestCtx) { p.cancel(base, ctx) })
-	p.health.register(base, r)
+	p.health.register(base, r, publicListener)
 	r.NotFound = notFound
 	r.MethodNotAllowed = methodNotAllowed
 	routed := r.Handler

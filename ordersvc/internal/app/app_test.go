@@ -292,7 +292,7 @@ func TestServe(t *testing.T) {
 	// The batch's counters move once its offsets are committed too, which
 	// on a real broker is a round trip after the row became visible.
 	waitFor(t, "orders_persisted_total 1 on /metrics", func() (bool, string) {
-		fams, err := scrape.Get(t.Context(), nil, public+"/metrics")
+		fams, err := scrape.Get(t.Context(), nil, admin+"/metrics")
 		n, _ := fams.Value("flashsale_ordersvc_orders_persisted_total")
 		return err == nil && n == 1, fmt.Sprintf("%v persisted, %v", n, err)
 	})

@@ -101,7 +101,7 @@ type Reconciliation struct {
 	Attribution string `json:"attribution,omitempty"`
 	Repaired    bool   `json:"repaired"`
 	// WrittenOff counts the leaked holders a repair ended as abandoned
-	// reservations (an ABANDONED row, the unit and the admission token
+	// reservations (a REJECTED row of reason RESERVATION_ABANDONED, the unit and the admission token
 	// given back by the relay) instead of dropping them; they are counted
 	// in Leaked too.
 	WrittenOff int `json:"writtenOff,omitempty"`
@@ -232,7 +232,7 @@ func (s *Service) reconcileOnce(ctx context.Context, saleID int64, repair bool) 
 
 // writeOffLeaked ends a repair's leaked holders the way the
 // abandoned-reservation pass does (see ReleaseAbandoned), rather than
-// letting the rewrite drop them: an ABANDONED row takes each order id, so
+// letting the rewrite drop them: a REJECTED row (RESERVATION_ABANDONED) takes each order id, so
 // a late copy of its event can never be persisted, and the relay returns
 // the unit and the admission token its reservation spent. A dropped holder
 // kept its token spent (the shopper of a queued sale could not buy again)

@@ -242,8 +242,8 @@ function renderLimits(l) {
   const tb = $("limits").tBodies[0];
   tb.textContent = "";
   // The ticket polls are limited per user only.
-  const routes = [["purchase", ["user", "ip"]], ["queue", ["user", "ip"]], ["queueStatus", ["user"]]];
-  const names = { purchase: "purchase", queue: "queue", queueStatus: "queue ticket polls" };
+  const routes = [["purchase", ["user", "ip"]], ["queue", ["user", "ip"]], ["poll", ["user"]]];
+  const names = { purchase: "purchase", queue: "queue", poll: "polls (queue ticket, order)" };
   for (const [route, keys] of routes) {
     for (const key of keys) {
       const r = (l[route] || {})[key] || { rate: 0, burst: 0 };
