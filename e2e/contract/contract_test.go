@@ -78,6 +78,7 @@ func TestConformance(t *testing.T) {
 		"FLASHSALE_PUBLIC_PAY":             "true",
 		"FLASHSALE_QUEUE_GRACE":            "1s",
 		"FLASHSALE_QUEUE_BYPASS":           "u-configured",
+		"FLASHSALE_LIMIT_POLL_USER":        "4/10", // the default, which the flows hold the polls to
 	}})
 	r := newRecorder(t, s, map[string]string{
 		gatewayPublic: st.GatewayURL, gatewayAdmin: st.GatewayAdminURL,
