@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"net/url"
 	"os"
@@ -69,15 +70,25 @@ type Source struct {
 	read     Settings
 }
 
-// Settings are the settings a Source was asked for, each with the text it
-// found ("" and absent are told apart), a secret with the secret itself:
-// what a reload compares with the running configuration, to name the
-// changes it cannot apply. Never print a value.
+// Settings are the settings a Source was asked for, each with a digest of
+// the text it found ("" and absent are told apart; a secret's digest is
+// of the secret itself): what a reload compares with the running
+// configuration, to name the changes it cannot apply. A digest, not the
+// text, so that printing a configuration whole (%+v, a log line) shows no
+// secret; keyed per process, so that it cannot be checked against
+// guesses elsewhere.
 type Settings map[string]setting
 
 type setting struct {
-	value string
-	set   bool
+	digest uint64
+	set    bool
+}
+
+// digestSeed keys the settings' digests for the life of the process.
+var digestSeed = maphash.MakeSeed()
+
+func newSetting(text string, set bool) setting {
+	return setting{digest: maphash.String(digestSeed, text), set: set}
 }
 
 // Changed lists, sorted, the names whose setting differs between s and
@@ -205,7 +216,7 @@ func (s *Source) lookup(name string) (string, bool) {
 	if !ok {
 		v, ok = s.file[name]
 	}
-	s.read[name] = setting{v, ok}
+	s.read[name] = newSetting(v, ok)
 	return v, ok
 }
 
@@ -310,7 +321,7 @@ func (s *Source) Secret(name string) secret.Secret {
 			return nil
 		}
 		v := bytes.TrimSpace(b)
-		s.read[name] = setting{string(v), true} // a file rewritten in place is a change too
+		s.read[name] = newSetting(string(v), true) // a file rewritten in place is a change too
 		return secret.Secret(v)
 	}
 	return nil

@@ -229,4 +229,8 @@ func TestSettingsChanged(t *testing.T) {
 	if d := cmp.Diff(want, after.Changed(before)); d != "" {
 		t.Errorf("Changed the other way round (-want +got):\n%s", d)
 	}
+	// Printed whole, as a configuration struct holding them may be.
+	if s := fmt.Sprintf("%+v %#v", after, after); strings.Contains(s, "secret-two") || strings.Contains(s, "3s") {
+		t.Errorf("the settings print their texts: %s", s)
+	}
 }

@@ -62,7 +62,7 @@ func (s *Service) ReleaseAbandoned(ctx context.Context, saleID int64) (Abandonme
 	if err != nil {
 		return Abandonment{SaleID: saleID}, err
 	}
-	res, err := s.releaseAbandoned(ctx, saleID, holders, now)
+	res, err := s.releaseAbandoned(ctx, saleID, holders, now, false)
 	if err == nil && s.persisted.hasAll(saleID, holders) {
 		s.settled.mark(saleID, int64(len(holders)), now)
 	} else {
@@ -71,8 +71,12 @@ func (s *Service) ReleaseAbandoned(ctx context.Context, saleID int64) (Abandonme
 	return res, err
 }
 
-// releaseAbandoned is one pass of ReleaseAbandoned over the holders read.
-func (s *Service) releaseAbandoned(ctx context.Context, saleID int64, holders map[string]string, now time.Time) (Abandonment, error) {
+// releaseAbandoned is one pass of ReleaseAbandoned over the holders read,
+// taking those whose order id is older than the in-flight window at now.
+// caughtUp says the caller saw the consumer group catch up with the topic
+// as it was at now (a repair, under the sale's write lock): the pass's own
+// wait would add nothing but a second bound.
+func (s *Service) releaseAbandoned(ctx context.Context, saleID int64, holders map[string]string, now time.Time, caughtUp bool) (Abandonment, error) {
 	res := Abandonment{SaleID: saleID}
 	cands := s.overdue(saleID, holders, now)
 	if len(cands) == 0 {
@@ -85,11 +89,13 @@ func (s *Service) releaseAbandoned(ctx context.Context, saleID int64, holders ma
 	// An order whose gateway died after the broker's acknowledgement but
 	// before its accepted record has only its event to show: once the
 	// consumer has caught up it has a row, and the check below keeps it.
-	if err := s.awaitConsumer(ctx); err != nil {
-		return res, fmt.Errorf("release abandoned reservations of sale %d: %w", saleID, err)
-	}
-	if cands, err = s.unexplained(ctx, saleID, cands, len(holders)); err != nil || len(cands) == 0 {
-		return res, err
+	if !caughtUp {
+		if err := s.awaitConsumer(ctx); err != nil {
+			return res, fmt.Errorf("release abandoned reservations of sale %d: %w", saleID, err)
+		}
+		if cands, err = s.unexplained(ctx, saleID, cands, len(holders)); err != nil || len(cands) == 0 {
+			return res, err
+		}
 	}
 	byUser := make(map[string]string, len(cands))
 	for _, c := range cands {

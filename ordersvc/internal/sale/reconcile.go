@@ -101,9 +101,10 @@ type Reconciliation struct {
 	Attribution string `json:"attribution,omitempty"`
 	Repaired    bool   `json:"repaired"`
 	// WrittenOff counts the leaked holders a repair ended as abandoned
-	// reservations (a REJECTED row of reason RESERVATION_ABANDONED, the unit and the admission token
-	// given back by the relay) instead of dropping them; they are counted
-	// in Leaked too.
+	// reservations (a REJECTED row of reason RESERVATION_ABANDONED, the
+	// unit and the admission token given back by the relay) instead of
+	// dropping them. Leaked counts the others; one whose release the
+	// relay has not run yet counts in Releasing too.
 	WrittenOff int `json:"writtenOff,omitempty"`
 	// Requeued counts the orders the repair's copy kept that had ended
 	// after it was read: their releases run again (see requeueEnded).
@@ -197,6 +198,7 @@ func (s *Service) reconcileOnce(ctx context.Context, saleID int64, repair bool) 
 		if rec.Clean {
 			return rec, nil
 		}
+		caughtUpAt := time.Now()
 		if err := s.awaitConsumer(ctx); err != nil {
 			return Reconciliation{}, fmt.Errorf("repair sale %d: %w", saleID, err)
 		}
@@ -210,7 +212,7 @@ func (s *Service) reconcileOnce(ctx context.Context, saleID int64, repair bool) 
 		if rec.Clean {
 			return rec, nil
 		}
-		off, err := s.writeOffLeaked(ctx, saleID, rec)
+		off, err := s.writeOffLeaked(ctx, saleID, rec, caughtUpAt)
 		if err != nil {
 			return Reconciliation{}, fmt.Errorf("repair sale %d: %w", saleID, err)
 		}
@@ -232,14 +234,19 @@ func (s *Service) reconcileOnce(ctx context.Context, saleID int64, repair bool) 
 
 // writeOffLeaked ends a repair's leaked holders the way the
 // abandoned-reservation pass does (see ReleaseAbandoned), rather than
-// letting the rewrite drop them: a REJECTED row (RESERVATION_ABANDONED) takes each order id, so
-// a late copy of its event can never be persisted, and the relay returns
-// the unit and the admission token its reservation spent. A dropped holder
+// letting the rewrite drop them: a REJECTED row (RESERVATION_ABANDONED)
+// takes each order id, so a late copy of its event can never be
+// persisted, and the relay returns the unit and the admission token its
+// reservation spent. A dropped holder
 // kept its token spent (the shopper of a queued sale could not buy again)
 // and left its order id free. Holders whose item the reservation did not
 // note, or whose id carries no time, are left to the rewrite as before.
-// It returns the differences of the holders written off.
-func (s *Service) writeOffLeaked(ctx context.Context, saleID int64, rec Reconciliation) ([]Difference, error) {
+// Only holders whose order id was older than the in-flight window when
+// the repair's wait for the consumer began (caughtUpAt) are written off:
+// any copy of their events reached the topic before that, and the wait saw
+// it persisted, so the pass need not wait again. It returns the
+// differences of the holders written off.
+func (s *Service) writeOffLeaked(ctx context.Context, saleID int64, rec Reconciliation, caughtUpAt time.Time) ([]Difference, error) {
 	if rec.Leaked == 0 {
 		return nil, nil
 	}
@@ -247,7 +254,7 @@ func (s *Service) writeOffLeaked(ctx context.Context, saleID int64, rec Reconcil
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.releaseAbandoned(ctx, saleID, holders, time.Now())
+	res, err := s.releaseAbandoned(ctx, saleID, holders, caughtUpAt, true)
 	if err != nil || len(res.Orders) == 0 {
 		return nil, err
 	}
@@ -273,7 +280,6 @@ func (r Reconciliation) withWrittenOff(off []Difference) Reconciliation {
 	}
 	r.Differences = append(off, r.Differences...)
 	r.WrittenOff = len(off)
-	r.Leaked += len(off)
 	r.Clean, r.Repaired = false, true
 	return r
 }
