@@ -33,7 +33,8 @@ func TestLoad(t *testing.T) {
 			"FLASHSALE_LIMIT_QUEUE_USER": "1e-11/1", "FLASHSALE_LIMIT_QUEUE_IP": "1/1000000000000"},
 			[]string{"FLASHSALE_LIMIT_PURCHASE_USER", "FLASHSALE_LIMIT_PURCHASE_IP", "FLASHSALE_LIMIT_QUEUE_USER", "FLASHSALE_LIMIT_QUEUE_IP"}},
 		// The waiting room advises a poll every 500 ms at the most.
-		{"ticket polls limited below the advice", map[string]string{"FLASHSALE_LIMIT_POLL_USER": "1/10"}, []string{"FLASHSALE_LIMIT_POLL_USER: rate 1: want 0 (off) or at least 2"}},
+		{"ticket polls limited below the advice", map[string]string{"FLASHSALE_LIMIT_POLL_USER": "1/10"}, []string{"FLASHSALE_LIMIT_POLL_USER: rate 1, burst 10: want off, or at least 2"}},
+		{"ticket polls with a burst of 1", map[string]string{"FLASHSALE_LIMIT_POLL_USER": "5/1"}, []string{"FLASHSALE_LIMIT_POLL_USER: rate 5, burst 1"}},
 		{"ticket polls not limited", map[string]string{"FLASHSALE_LIMIT_POLL_USER": "off"}, nil},
 		{"publish timeout too short", map[string]string{"FLASHSALE_PUBLISH_TIMEOUT": "1ms"}, []string{"FLASHSALE_PUBLISH_TIMEOUT"}},
 		// A round admits at most one second's worth: rounds 2 s apart halve the rate.
