@@ -102,6 +102,7 @@ type Consumer struct {
 	lastPoll   atomic.Int64          // unix nanos of the last Poll return
 	processing atomic.Bool
 	closed     atomic.Bool
+	leftInTime atomic.Bool // Close's close of the client returned within its bound
 }
 
 // New creates the group consumer and the dead-letter producer. librdkafka
@@ -309,7 +310,12 @@ func (c *Consumer) forwardLogs() (closeAndWait func()) {
 	}(c.producer.Events())
 	return func() {
 		c.Close()
-		<-c.logsDone
+		// A consumer whose close gave up is still closing, and its log
+		// channel with it: waiting for that would hold the shutdown past
+		// its grace (see Close).
+		if c.leftInTime.Load() {
+			<-c.logsDone
+		}
 		<-producerDone
 		<-drained
 	}
@@ -433,7 +439,9 @@ func (c *Consumer) Close() {
 	// Offsets are stored as batches finish, so a close that hangs (the
 	// group coordinator moving) loses nothing; it must not hold the
 	// shutdown past its grace.
-	switch left, err := closeWithin(c.consumer, closeWait); {
+	left, err := closeWithin(c.consumer, closeWait)
+	c.leftInTime.Store(left)
+	switch {
 	case !left:
 		c.log.Error("kafka consumer did not leave the group in time; its partitions move after its session timeout", "waited", closeWait)
 	case err != nil:
@@ -658,9 +666,11 @@ func (c *Consumer) release(ctx context.Context, b *batch) error {
 		}
 	}
 	for _, e := range b.unknown {
-		// Keyed by order id: it only returns a unit this order took.
+		// Keyed by order id: it only returns a unit this order took. The
+		// order never comes to exist, so the admission token its
+		// reservation spent goes back with the unit (WriteOff).
 		err := retry(ctx, c.log, c.metrics, "release unpersistable order", func() error {
-			_, err := c.stock.Release(ctx, e.SaleID, e.ItemID, e.UserID, e.OrderID.String())
+			_, err := c.stock.WriteOff(ctx, e.SaleID, e.ItemID, e.UserID, e.OrderID.String())
 			if errors.Is(err, stock.ErrNotLoaded) && !errors.Is(err, stock.ErrPaused) {
 				return nil // no stock to give back to: a load or repair decides
 			}

@@ -226,7 +226,8 @@ func TestInvalidPayloadDeadLettered(t *testing.T) {
 // An unpersistable event's unit (no row holds it, so nothing else would
 // ever release it) is released before its offset is stored: retried while
 // a repair has paused the item's stock, where it was tried once, logged,
-// and forgotten, the shopper's holder and unit kept for good.
+// and forgotten, the shopper's holder and unit kept for good. The order
+// never exists, so the admission its reservation spent comes back too.
 func TestUnpersistableReleaseWaitsOutAPause(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -237,7 +238,7 @@ func TestUnpersistableReleaseWaitsOutAPause(t *testing.T) {
 	if err := e.stock.Load(ctx, sale.ID, []stock.ItemStock{{ItemID: nul.ItemID, Left: 5}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.stock.Reserve(ctx, sale.ID, nul.ItemID, nul.UserID, nul.OrderID.String()); err != nil {
+	if _, err := e.stock.ReserveAdmitted(ctx, sale.ID, nul.ItemID, nul.UserID, nul.OrderID.String(), "tok-nul"); err != nil {
 		t.Fatal(err)
 	}
 	// A repair of a sharded sale takes the stock away for a moment and
@@ -276,6 +277,9 @@ func TestUnpersistableReleaseWaitsOutAPause(t *testing.T) {
 	}
 	if left, err := e.stock.Left(ctx, sale.ID, nul.ItemID); err != nil || left != 5 || holders[nul.UserID] != "" {
 		t.Errorf("after the pause: %d left (%v), holder %q; want 5 and no holder", left, err, holders[nul.UserID])
+	}
+	if spent, _, err := e.stock.AdmissionSpent(ctx, sale.ID, nul.UserID, "tok-nul"); err != nil || spent {
+		t.Errorf("the unpersistable order's admission: spent %v (%v), want given back", spent, err)
 	}
 }
 
