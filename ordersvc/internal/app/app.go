@@ -136,8 +136,24 @@ func sayDatabase(stderr io.Writer, cfg config.Config) {
 	fmt.Fprintf(stderr, "ordersvc: using database %s (%s)\n", config.RedactedDSN(cfg.PGDSN), from)
 }
 
+// idleInTransaction is how long PostgreSQL keeps a session of the
+// service idle inside a transaction before ending it (unless the DSN sets
+// idle_in_transaction_session_timeout itself). None of the service's
+// transactions waits on anything but the database; one whose client went
+// silent (a link that drops packets) kept its batch's item rows locked
+// until the server's TCP keepalive gave up, about two hours, and every
+// other writer of those items queued behind it.
+const idleInTransaction = "60s"
+
 func openPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
-	pool, err := pgxpool.New(ctx, cfg.PGDSN)
+	pc, err := pgxpool.ParseConfig(cfg.PGDSN)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres pool: %w", err)
+	}
+	if _, ok := pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
+		pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = idleInTransaction
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres pool: %w", err)
 	}

@@ -555,6 +555,12 @@ func decodeBatch(msgs []*kafka.Message) *batch {
 	return b
 }
 
+// persistAttempt bounds one attempt at writing a batch; a batch takes
+// milliseconds. Without it an attempt whose connection went silent (no
+// reset) waited for the client's TCP to give up, minutes, with the
+// batch's item rows locked, while the consumer reported ready.
+const persistAttempt = 30 * time.Second
+
 // persist writes b's events, retrying until PostgreSQL takes them or ctx
 // ends, and applies each event's outcome to b.
 func (c *Consumer) persist(ctx context.Context, b *batch) error {
@@ -563,8 +569,10 @@ func (c *Consumer) persist(ctx context.Context, b *batch) error {
 	}
 	var outcomes []store.Outcome
 	err := retry(ctx, c.log, c.metrics, "persist batch", func() error {
+		actx, cancel := context.WithTimeout(ctx, persistAttempt)
+		defer cancel()
 		var err error
-		outcomes, err = c.store.PersistBatch(ctx, b.events)
+		outcomes, err = c.store.PersistBatch(actx, b.events)
 		return err
 	})
 	if err != nil {
