@@ -19,7 +19,7 @@ import (
 var ErrUnauthenticated = errors.New("auth: invalid bearer token")
 
 // MaxTokenLen bounds the bytes parsed from an Authorization header.
-const MaxTokenLen = 4096
+const MaxTokenLen = 1024
 
 // Verifier checks tokens signed with one HMAC key and/or one Ed25519 key.
 type Verifier struct {

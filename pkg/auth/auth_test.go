@@ -116,3 +116,31 @@ func BenchmarkUserID(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkForgedToken is the largest token a client may send, signed with
+// another key and carrying a long audience list: the cost of a refusal
+// before any rate limit that needs the user.
+func BenchmarkForgedToken(b *testing.B) {
+	v := mustVerifier(b, nil)
+	aud := make(jwt.ClaimStrings, 0, 512)
+	tok := ""
+	for {
+		aud = append(aud, "a")
+		t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: "mallory", Issuer: "flashsale",
+			ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour)), Audience: aud}).SignedString([]byte("another-key-another-key-another-key!!"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(t) > MaxTokenLen {
+			break
+		}
+		tok = t
+	}
+	b.ReportMetric(float64(len(tok)), "bytes")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := v.UserID(tok); err == nil {
+			b.Fatal("a forged token verified")
+		}
+	}
+}
