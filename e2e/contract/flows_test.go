@@ -283,6 +283,12 @@ func (c *contract) queue(plain sale) {
 	ga(http.StatusNotFound, http.MethodGet, fmt.Sprintf("/admin/sales/%d/queue", plain.ID), nil)
 	ga(http.StatusOK, http.MethodPut, fmt.Sprintf("/admin/sales/%d/admission-rate", q.ID), []byte(`{"rate":500}`))
 	ga(http.StatusBadRequest, http.MethodPut, fmt.Sprintf("/admin/sales/%d/admission-rate", q.ID), []byte(`{"rate":-1}`))
+	// A rate near 0 made every waiting shopper's ETA overflow; one past a
+	// sale's own bound was taken here although creation refuses it.
+	ga(http.StatusBadRequest, http.MethodPut, fmt.Sprintf("/admin/sales/%d/admission-rate", q.ID), []byte(`{"rate":1e-300}`))
+	ga(http.StatusBadRequest, http.MethodPut, fmt.Sprintf("/admin/sales/%d/admission-rate", q.ID), []byte(`{"rate":1e308}`))
+	ga(http.StatusOK, http.MethodPut, fmt.Sprintf("/admin/sales/%d/admission-rate", q.ID), []byte(`{"rate":0}`)) // stops admitting
+	ga(http.StatusOK, http.MethodPut, fmt.Sprintf("/admin/sales/%d/admission-rate", q.ID), []byte(`{"rate":500}`))
 	ga(http.StatusNotFound, http.MethodPut, fmt.Sprintf("/admin/sales/%d/admission-rate", plain.ID), []byte(`{"rate":1}`))
 }
 

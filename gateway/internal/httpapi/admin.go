@@ -93,6 +93,16 @@ func (a *API) getQueue(ctx *fasthttp.RequestCtx) {
 		PowDifficulty: s.Queue.PowDifficulty, Draw: s.Queue.Draw, OpensAt: s.StartsAt.UTC()})
 }
 
+// The admission rates an operator may set: 0 stops admitting; otherwise
+// at least one place in about 17 minutes, at most what a sale may be
+// created with. A rate near 0 made every waiting shopper's ETA overflow
+// (1e-300 per second: -9223372036854775808 seconds), and one past the
+// bound was refused at creation but taken here.
+const (
+	minAdmissionRate = 1e-3
+	maxAdmissionRate = 1e6
+)
+
 // putAdmissionRate sets a sale's admission rate for every gateway.
 func (a *API) putAdmissionRate(ctx *fasthttp.RequestCtx) {
 	s, ok := a.queueSale(ctx)
@@ -101,7 +111,8 @@ func (a *API) putAdmissionRate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	var v adminapi.AdmissionRateChange
-	if err := decodeObject(ctx.PostBody(), &v); err != nil || v.Rate == nil || *v.Rate < 0 {
+	if err := decodeObject(ctx.PostBody(), &v); err != nil || v.Rate == nil ||
+		*v.Rate != 0 && (*v.Rate < minAdmissionRate || *v.Rate > maxAdmissionRate) {
 		errBadRequest.Write(ctx)
 		return
 	}
