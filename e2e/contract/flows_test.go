@@ -307,6 +307,8 @@ func (c *contract) gatewayAdmin(sl sale) {
 	ga(http.StatusOK, http.MethodPut, "/admin/queue/bypass", []byte(`{"add":["u-vip"],"remove":["u-gone"]}`))
 	ga(http.StatusBadRequest, http.MethodPut, "/admin/queue/bypass", []byte(`{"add":"u-vip"}`))
 	ga(http.StatusBadRequest, http.MethodPut, "/admin/queue/bypass", []byte(`{"remove":[null]}`))
+	ga(http.StatusBadRequest, http.MethodPut, "/admin/queue/bypass", []byte(`{"add":["u\u0007bell"]}`))          // no token's subject can be it
+	ga(http.StatusBadRequest, http.MethodPut, "/admin/queue/bypass", []byte(`{"add":["u-x"],"remove":["u-x"]}`)) // which one is meant?
 	ga(http.StatusConflict, http.MethodPut, "/admin/queue/bypass", []byte(`{"remove":["u-configured"]}`))
 	ga(http.StatusOK, http.MethodGet, "/admin/dashboard", nil)
 	ga(http.StatusOK, http.MethodGet, fmt.Sprintf("/admin/dashboard?sale=%d", sl.ID), nil)

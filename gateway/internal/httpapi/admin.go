@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"flashsale/pkg/adminauth"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,6 +12,8 @@ import (
 
 	"flashsale/gateway/internal/ratelimit"
 	"flashsale/pkg/adminapi"
+	"flashsale/pkg/adminauth"
+	"flashsale/pkg/event"
 )
 
 // admin wraps an operator endpoint with the admin credential check every
@@ -140,9 +140,16 @@ func (a *API) getBypass(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, fasthttp.StatusOK, adminapi.Bypass{Users: users})
 }
 
+// putBypass adds and removes shared bypass users. A user id must be one a
+// token's subject can be (event.ValidUserID: no token matches an empty,
+// overlong or control-bearing one, and it would only clutter the list),
+// and a user may not be both added and removed in one change.
 func (a *API) putBypass(ctx *fasthttp.RequestCtx) {
 	var v adminapi.BypassChange
-	if err := decodeObject(ctx.PostBody(), &v); err != nil || a.Bypass == nil || slices.Contains(v.Add, "") || slices.Contains(v.Remove, "") {
+	invalid := func(u string) bool { return !event.ValidUserID(u) }
+	if err := decodeObject(ctx.PostBody(), &v); err != nil || a.Bypass == nil ||
+		slices.ContainsFunc(v.Add, invalid) || slices.ContainsFunc(v.Remove, invalid) ||
+		slices.ContainsFunc(v.Add, func(u string) bool { return slices.Contains(v.Remove, u) }) {
 		errBadRequest.Write(ctx)
 		return
 	}
