@@ -63,6 +63,8 @@ func TestHostileInput(t *testing.T) {
 		{"gate of another sale", "POST", fmt.Sprintf("/api/flash-sales/%d/g/%s/items/%d/purchase", h.saleID, catalog.Gate(gateKey, h.saleID+1), item), "Bearer " + valid, nil, "", 404, "NOT_FOUND"},
 		{"non-numeric item", "POST", fmt.Sprintf("/api/flash-sales/%d/g/%s/items/x1/purchase", h.saleID, gate), "Bearer " + valid, nil, "", 404, "NOT_FOUND"},
 		{"negative item", "POST", fmt.Sprintf("/api/flash-sales/%d/g/%s/items/-5/purchase", h.saleID, gate), "Bearer " + valid, nil, "", 404, "NOT_FOUND"},
+		// One URL per item: the path as sent, as for every other route.
+		{"sale id percent-encoded", "POST", fmt.Sprintf("/api/flash-sales/%%%X%s/g/%s/items/%d/purchase", fmt.Sprint(h.saleID)[0], fmt.Sprint(h.saleID)[1:], gate, item), "Bearer " + valid, nil, "", 404, "NOT_FOUND"},
 		{"huge item", "POST", fmt.Sprintf("/api/flash-sales/%d/g/%s/items/123456789012345678901234567890/purchase", h.saleID, gate), "Bearer " + valid, nil, "", 404, "NOT_FOUND"},
 		{"unknown sale", "GET", "/api/flash-sales/987654321", "", nil, "", 404, "NOT_FOUND"},
 		{"zero sale", "GET", "/api/flash-sales/0", "", nil, "", 404, "NOT_FOUND"},
