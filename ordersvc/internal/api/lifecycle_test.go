@@ -193,6 +193,19 @@ func TestPaymentWebhook(t *testing.T) {
 	if got := testutil.ToFloat64(m.OrdersPaid); got != 1 {
 		t.Errorf("orders_paid_total: got %v, want 1 (replays do not count)", got)
 	}
+	// Each confirmation refused for good is money taken for an order that
+	// will not be paid: counted by its code, for someone to refund.
+	for code, want := range map[string]float64{api.CodeAlreadyPaid: 1, api.CodeOrderExpired: 1, "NOT_FOUND": 1, api.CodeInvalidSignature: 0} {
+		if got := testutil.ToFloat64(m.PaymentsRefused.WithLabelValues(code)); got != want {
+			t.Errorf("payments_refused_total{code=%q}: got %v, want %v", code, got, want)
+		}
+	}
+	// A body far larger than any confirmation is refused before its
+	// signature is computed.
+	big := strings.Repeat(" ", 64<<10) + good
+	if r := post(big, api.Sign(secret, []byte(big))); r.status != 413 {
+		t.Errorf("a 64 KiB confirmation: got %d %s, want 413", r.status, r.raw)
+	}
 	// Without a secret there is no webhook endpoint.
 	plain := serve(t, api.NewAdmin(sale.NewService(st, stock.New(rc)), adminToken, h, nil, quiet).Handler(context.Background()))
 	if r := do(t, plain, "POST", "/webhooks/payment", "", good); r.status != 404 {

@@ -42,6 +42,10 @@ type Counters struct {
 	AbandonedUnattributed prometheus.Gauge
 	// Panics: handler panics recovered (a 500 answered).
 	Panics prometheus.Counter
+	// PaymentsRefused: provider confirmations (signed) refused for good,
+	// by the order's state: money taken for an order that will not be
+	// paid, to refund or honour by hand.
+	PaymentsRefused *prometheus.CounterVec
 
 	batch    prometheus.Histogram
 	rejected *prometheus.CounterVec
@@ -81,13 +85,15 @@ func New() *Counters {
 		Panics:            counter("panics_total", "HTTP handler panics recovered (answered 500)."),
 		AbandonedUnattributed: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "reservations_abandoned_unattributed",
 			Help: "Abandoned reservations of open sales whose item is unknown at the last pass, left to a reconcile repair."}),
+		PaymentsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "payments_refused_total",
+			Help: "Signed payment confirmations refused for good (the money taken, the order not paid: refund or honour it), by the refusal's code."}, []string{"code"}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "batch_duration_seconds",
 			Help: "Time to persist a consumer batch and commit its offsets.", Buckets: batchBuckets}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "orders_rejected_total",
 			Help: "Orders rejected (REJECTED row or dead-lettered), by reason."}, []string{"reason"}),
 	}
 	c.state = newState()
-	reg.MustRegister(c.AbandonedUnattributed, c.batch, c.rejected, c.state)
+	reg.MustRegister(c.AbandonedUnattributed, c.PaymentsRefused, c.batch, c.rejected, c.state)
 	return c
 }
 

@@ -148,12 +148,13 @@ func labelValues(t *testing.T, c *metrics.Counters, family, label string) map[st
 
 // README.md's metrics table lists every metric of the service, and only
 // those: each family is made to show (a verdict, a lag reading, a
-// rejection) before the registry is gathered.
+// rejection, a refused payment) before the registry is gathered.
 func TestREADMEListsEveryMetric(t *testing.T) {
 	c := metrics.New()
 	c.ObserveReconcile(1, metrics.Reconciliation{At: time.Unix(1, 0)})
 	c.ObserveConsumerLag(true, 1, map[int32]int64{0: 1}, time.Unix(1, 0))
 	c.Reject("SOLD_OUT_IN_DB", 1)
+	c.PaymentsRefused.WithLabelValues("ORDER_EXPIRED").Inc()
 	d, err := metricdoc.Compare(c.Gatherer(), metrics.Namespace+"_")
 	if err != nil {
 		t.Fatal(err)

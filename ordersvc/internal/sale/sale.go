@@ -44,6 +44,20 @@ const (
 	MaxItems      = 1000
 	MaxQuantity   = 1<<31 - 1 // integer column
 	MaxPaymentTTL = 24 * time.Hour
+	// MaxSaleLength bounds a sale's window: an open sale is reconciled,
+	// listed by the retention pass and kept in Redis until it ends.
+	MaxSaleLength = 366 * 24 * time.Hour
+)
+
+// The instants a sale may start and end between, in UTC. Go's JSON
+// encoding refuses years outside 0..9999, and a time zone can carry a
+// time written as 9999-12-31 into the year 10000: such a sale was stored,
+// then every answer showing it failed with 500 (the create-sale itself,
+// the gateway's sale page and its dashboard while it was among the
+// newest).
+var (
+	earliestSaleTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	latestSaleTime   = time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
 // numeric(12,2): up to 10 integer digits and 2 decimals, never a float.
@@ -65,6 +79,18 @@ func Validate(ns store.NewSale) error {
 	checkText("name", ns.Name, 1)
 	if ns.StartsAt.IsZero() {
 		fail("startsAt: required")
+	}
+	for _, t := range []struct {
+		field string
+		at    time.Time
+	}{{"startsAt", ns.StartsAt}, {"endsAt", ns.EndsAt}} {
+		if !t.at.IsZero() && (t.at.Before(earliestSaleTime) || t.at.After(latestSaleTime)) {
+			fail("%s: want a time between %s and %s (UTC), got %s", t.field,
+				earliestSaleTime.Format(time.DateOnly), latestSaleTime.Format(time.DateOnly), t.at.UTC().Format(time.RFC3339))
+		}
+	}
+	if ns.EndsAt.Sub(ns.StartsAt) > MaxSaleLength {
+		fail("endsAt: a sale lasts at most %s, got %s", MaxSaleLength, ns.EndsAt.Sub(ns.StartsAt))
 	}
 	// PostgreSQL keeps microseconds: a window shorter than that passed
 	// here and failed the table's check, answered 503 as if to be retried.

@@ -43,6 +43,16 @@ func TestValidate(t *testing.T) {
 			s.StartsAt = s.StartsAt.Truncate(time.Microsecond).Add(100 * time.Nanosecond)
 			s.EndsAt = s.StartsAt.Add(800 * time.Nanosecond)
 		}, []string{"endsAt"}},
+		// Stored, then every answer that showed it failed with 500: JSON
+		// has no year 10000, which this time zone reaches.
+		{"ends in the year 10000 in UTC", func(s *store.NewSale) {
+			s.EndsAt = time.Date(9999, 12, 31, 23, 59, 59, 0, time.FixedZone("", -(23*3600 + 59*60)))
+		}, []string{"endsAt: want a time between"}},
+		{"starts before the year 1 in UTC", func(s *store.NewSale) {
+			s.StartsAt = time.Date(0, 1, 1, 0, 0, 0, 0, time.FixedZone("", 23*3600))
+		}, []string{"startsAt: want a time between"}},
+		{"lasts longer than a year", func(s *store.NewSale) { s.EndsAt = s.StartsAt.Add(sale.MaxSaleLength + time.Second) }, []string{"endsAt: a sale lasts at most"}},
+		{"lasts a year", func(s *store.NewSale) { s.EndsAt = s.StartsAt.Add(sale.MaxSaleLength) }, nil},
 		{"no payment ttl", func(s *store.NewSale) { s.PaymentTTL = 0 }, []string{"paymentTtl"}},
 		{"no items", func(s *store.NewSale) { s.Items = nil }, []string{"items"}},
 		{"three decimals", func(s *store.NewSale) { s.Items[0].Price = "1.999" }, []string{"items[0].price"}},
