@@ -46,7 +46,7 @@ func TestValidate(t *testing.T) {
 		// Stored, then every answer that showed it failed with 500: JSON
 		// has no year 10000, which this time zone reaches.
 		{"ends in the year 10000 in UTC", func(s *store.NewSale) {
-			s.EndsAt = time.Date(9999, 12, 31, 23, 59, 59, 0, time.FixedZone("", -(23*3600 + 59*60)))
+			s.EndsAt = time.Date(9999, 12, 31, 23, 59, 59, 0, time.FixedZone("", -(23*3600+59*60)))
 		}, []string{"endsAt: want a time between"}},
 		{"starts before the year 1 in UTC", func(s *store.NewSale) {
 			s.StartsAt = time.Date(0, 1, 1, 0, 0, 0, 0, time.FixedZone("", 23*3600))
