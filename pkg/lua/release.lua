@@ -12,7 +12,8 @@
 --   existed used its admission
 -- Returns 1 when the unit went back, 0 when this order held nothing (already
 -- released, never reserved, or the user now holds a newer order), -3 when the
--- stock key is missing (not loaded: reconciliation from PostgreSQL decides),
+-- stock key is missing (not loaded: reconciliation from PostgreSQL decides;
+-- the admission is given back all the same),
 -- -5 when a repair has paused it (pause.lua): the repair's copy keeps this
 -- holder, so the release must be tried again once the copy is written.
 -- Keying the release on the order id, not only the user, is what makes a
@@ -52,6 +53,12 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   if redis.call('EXISTS', KEYS[4]) == 1 then
     return -5
   end
+  -- Not loaded, and no repair under way to put it back: the reload or
+  -- repair from PostgreSQL decides the unit and the holder, and nobody
+  -- retries this release. An order that never came to exist still gives
+  -- its admission back (the holder names it, so its reservation spent
+  -- the token), once: nothing else would.
+  giveBack(ARGV[6])
   return -3
 end
 redis.call('HDEL', KEYS[2], ARGV[1])

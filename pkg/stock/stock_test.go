@@ -362,6 +362,42 @@ func TestWriteOffGivesTheAdmissionBack(t *testing.T) {
 	}
 }
 
+// A stock key gone with no repair under way (a repair that failed after
+// its pause, a Redis that lost it): the write-off of an order that never
+// existed still gives its admission back, which nothing would do later
+// (the relay marks the release done, the reload drops the holder); the
+// release of an order that existed keeps it spent.
+func TestWriteOffOfAnUnloadedItemGivesTheAdmissionBack(t *testing.T) {
+	st, sale, ctx := fiveUnits(t)
+	cases := []struct {
+		user, order, token string
+		end                func(ctx context.Context, sale, item int64, user, order string) (bool, error)
+		wantSpent          bool
+	}{
+		{"u1", "o1", "tok-1", st.WriteOff, false},
+		{"u2", "o2", "tok-2", st.Drop, false},
+		{"u3", "o3", "tok-3", st.Release, true},
+	}
+	for _, tc := range cases {
+		if _, err := st.ReserveAdmitted(ctx, sale, 1, tc.user, tc.order, tc.token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc := testenv.RedisClient(t, testenv.RedisAddr())
+	if err := rc.Do(ctx, rc.B().Del().Key(stock.StockKey(sale, 1)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range cases {
+		if _, err := tc.end(ctx, sale, 1, tc.user, tc.order); !errors.Is(err, stock.ErrNotLoaded) {
+			t.Fatalf("%s: release with the stock key gone: %v, want ErrNotLoaded", tc.order, err)
+		}
+		spent, _, err := st.AdmissionSpent(ctx, sale, tc.user, tc.token)
+		if err != nil || spent != tc.wantSpent {
+			t.Errorf("%s: admission spent %v (%v), want %v", tc.order, spent, err, tc.wantSpent)
+		}
+	}
+}
+
 // An order PostgreSQL refused for lack of stock frees its shopper without
 // putting back a unit that PostgreSQL never had; once per order.
 func TestDropFreesTheShopperWithoutAUnit(t *testing.T) {
