@@ -79,7 +79,7 @@ func (q *Queue) Join(ctx context.Context, saleID int64, opensAt time.Time, draw 
 		d = "1"
 	}
 	got, err := q.join.Exec(ctx, q.client,
-		[]string{key(saleID, "pre"), key(saleID, "post"), key(saleID, "users"), key(saleID, "tix"), key(saleID, "seen"), key(saleID, "dead"), key(saleID, "seq")},
+		[]string{key(saleID, "pre"), key(saleID, "post"), key(saleID, "users"), key(saleID, "tix"), key(saleID, "seen"), key(saleID, "dead"), key(saleID, "seq"), key(saleID, "adm")},
 		[]string{userID, ticket, strconv.FormatUint(drawKey, 10), strconv.FormatInt(opensAt.UnixMilli(), 10), d}).ToString()
 	if err != nil {
 		return "", fmt.Errorf("queue join sale %d: %w", saleID, err)

@@ -144,6 +144,39 @@ func TestPreQueueDrawThenFIFO(t *testing.T) {
 	}
 }
 
+// Once a round has admitted, a join goes to the back of the queue even
+// when the opening it is given lies ahead (a clock that stepped back, an
+// opening moved later in the database): drawn into the pre-queue, it
+// would rank ahead of places already admitted.
+func TestJoinAfterAdmissionBeganGoesToTheBack(t *testing.T) {
+	q, sale := newQueue(t, time.Minute)
+	ctx := testenv.Context(t)
+	opened := time.Now().Add(-time.Second)
+	var tickets []string
+	for i := range 5 {
+		tk, err := q.Join(ctx, sale, opened, true, fmt.Sprintf("on-time-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tickets = append(tickets, tk)
+	}
+	if _, _, err := q.Advance(ctx, sale, opened, 1000, false); err != nil {
+		t.Fatal(err)
+	}
+	// The opening now reads as a minute away.
+	late, err := q.Join(ctx, sale, time.Now().Add(time.Minute), true, "late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := q.Status(ctx, sale, opened, late, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Position != int64(len(tickets))+1 {
+		t.Errorf("the late joiner's position = %d, want %d: behind every place admitted before her", st.Position, len(tickets)+1)
+	}
+}
+
 // Several gateways advancing at once do not admit faster than the rate.
 func TestAdvanceRateIsSharedAcrossGateways(t *testing.T) {
 	q, sale := newQueue(t, time.Minute)
