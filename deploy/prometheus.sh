@@ -65,7 +65,7 @@ up() {
 		</dev/null >>"$LOG" 2>&1 9>&- &
 	echo $! >"$PID"
 	local deadline=$((SECONDS + WAIT))
-	until curl -fsS "http://$HOST:$PORT/-/ready" >/dev/null 2>&1; do
+	until curl -fsS --max-time 2 "http://$HOST:$PORT/-/ready" >/dev/null 2>&1; do
 		if ! running || ((SECONDS >= deadline)); then
 			tail_log "$LOG"
 			die "did not become ready on $HOST:$PORT within ${WAIT}s"

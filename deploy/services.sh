@@ -64,7 +64,7 @@ wait_ready() {
 			tail -n 30 "$3" >&2
 			exit 1
 		fi
-		if curl -fsS "$2" >/dev/null 2>&1; then return 0; fi
+		if curl -fsS --max-time 2 "$2" >/dev/null 2>&1; then return 0; fi
 		sleep 0.1
 	done
 	echo "$1 did not become ready at $2; last log lines:" >&2

@@ -105,6 +105,9 @@ func runMain(ctx context.Context, args []string, env config.Env, stdout, stderr 
 	if errors.Is(err, run.ErrAuditFailed) {
 		return fmt.Errorf("the audit found broken invariants (see the report above)")
 	}
+	if errors.Is(err, run.ErrNotSoldOut) {
+		return fmt.Errorf("the sale did not sell out although the crowd could buy every unit (see the report above)")
+	}
 	return err
 }
 

@@ -21,10 +21,13 @@ PG_BASE=""
 
 pg_fallback_base() {
 	# Keyed by the stack folder (which defaults to <repo>/.stack), so two
-	# stacks never share a cluster.
+	# stacks never share a cluster. Only root uses it, so it lives where
+	# only root writes: under /tmp, a name anyone could guess and plant a
+	# symbolic link at, root's chown and chmod would have followed it (and
+	# a /tmp on tmpfs loses the cluster at a reboot).
 	local h
 	h="$(printf '%s' "$STACK" | sha256sum | cut -c1-8)"
-	echo "/tmp/flashsale-pg-$(id -u)-$h"
+	echo "/var/lib/flashsale/pg-$(id -u)-$h"
 }
 
 # as_pg runs a PostgreSQL program as the postgres user when we are root
@@ -38,7 +41,9 @@ as_pg() {
 }
 
 # pg_own DIR: a folder for the server's data that only postgres reaches.
+# A symbolic link is refused: chown and chmod would follow it.
 pg_own() {
+	[[ ! -L "$1" ]] || die "$1 is a symbolic link; refusing to hand it to the postgres user"
 	mkdir -p "$1"
 	chown postgres:postgres "$1"
 	chmod 700 "$1"

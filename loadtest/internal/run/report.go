@@ -22,6 +22,8 @@ func (r Report) Summary() map[string]any {
 		"duplicates":               r.Audit.Duplicates,
 		"stock_conserved":          r.Audit.StockConserved,
 		"audit_ok":                 r.Audit.OK(),
+		"sold":                     r.Sold,
+		"every_unit_sold":          r.Sold >= r.Stock,
 		"gateway_peak_rss_mib":     int(r.GatewayPeakRSSMiB),
 		"publish_ack_p50_ms":       r.PublishAckMs.P50,
 		"publish_ack_p99_ms":       r.PublishAckMs.P99,
@@ -60,6 +62,7 @@ func writeHuman(w io.Writer, r Report) {
 		}
 		return fmt.Sprintf("%d ms", v)
 	}
+	fmt.Fprintf(&b, "units sold:              %d of %d%s\n", r.Sold, r.Stock, notSoldOut(r))
 	fmt.Fprintf(&b, "last unit sold:          %s after the first request\n", ms(r.SellOutMs))
 	fmt.Fprintf(&b, "all accepted persisted:  %s after the first request\n", ms(r.PersistMs))
 	fmt.Fprintf(&b, "polled orders:           %v\n", r.Polled)
@@ -111,4 +114,13 @@ func writeHuman(w io.Writer, r Report) {
 		fmt.Fprintf(&b, "read the raw results with: vegeta report %s   (vegeta plot %s > plot.html)\n", f, f)
 	}
 	fmt.Fprint(w, b.String())
+}
+
+// notSoldOut says why a run whose crowd could buy every unit and did not
+// fails ("" otherwise).
+func notSoldOut(r Report) string {
+	if !r.SoldOutExpected || r.Sold >= r.Stock {
+		return ""
+	}
+	return " — FAIL: the crowd could buy every unit; look at the outcomes above (503s: a broker or Redis down)"
 }

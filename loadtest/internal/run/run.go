@@ -42,7 +42,14 @@ type Report struct {
 	AttackSecs float64        `json:"attack_seconds"`
 	RPS        float64        `json:"requests_per_second"`
 	SellOutMs  int64          `json:"sell_out_ms"` // first request to last unit sold; -1 if not sold out
-	PersistMs  int64          `json:"persist_ms"`  // first request to every accepted order in PostgreSQL; -1 if not
+	// Sold counts the distinct orders answered 202, of Stock units. When
+	// the crowd could buy every unit (users at least the stock) and did
+	// not, the run fails (SoldOutExpected, ErrNotSoldOut): an audit of a
+	// sale that sold nothing (a broker down, every purchase 503) passes.
+	Sold            int   `json:"sold"`
+	Stock           int   `json:"stock"`
+	SoldOutExpected bool  `json:"sold_out_expected"`
+	PersistMs       int64 `json:"persist_ms"` // first request to every accepted order in PostgreSQL; -1 if not
 	// BacklogAtStart is what earlier sales still had due (orders to expire,
 	// releases to apply) when this one was created: 0 on a quiet stack;
 	// otherwise the order service worked on it during this sale.
@@ -88,6 +95,10 @@ func lat(p outcome.Percentiles) Lat {
 
 // ErrAuditFailed is returned when an invariant does not hold.
 var ErrAuditFailed = errors.New("audit failed")
+
+// ErrNotSoldOut is returned when the crowd could buy every unit and did
+// not: the invariants may hold, but the sale did not happen.
+var ErrNotSoldOut = errors.New("the sale did not sell out")
 
 // Run performs one flash sale. Progress goes to progress (one line a
 // second), the human report and the final JSON summary line to out.
@@ -143,6 +154,9 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (Report, error
 	writeOutputs(out, o.OutDir, &rep, att.plot)
 	if !rep.Audit.OK() {
 		return rep, ErrAuditFailed
+	}
+	if rep.SoldOutExpected && rep.Sold < rep.Stock {
+		return rep, ErrNotSoldOut
 	}
 	return rep, nil
 }
@@ -464,6 +478,7 @@ func addFigures(rep *Report, o Options, att *attackResult) {
 	if int(att.sold) >= o.Stock {
 		rep.SellOutMs = tally.LastAccepted.Sub(tally.First).Milliseconds()
 	}
+	rep.Sold, rep.Stock, rep.SoldOutExpected = len(att.accepted), o.Stock, o.Users >= o.Stock
 	if att.cpuSold != nil {
 		rep.SellingCPUMs, rep.StackCPUPerOrderUs, rep.GatewayCPUPerOrderUs = sellingCPU(att.cpuSold, o.Stock)
 	}
