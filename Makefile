@@ -76,10 +76,10 @@ bench: up build ## our gateway against the baselines, side by side (about 3 minu
 	@bash benchmarks/run.sh $(BENCH_ARGS)
 
 contract: up ## schemathesis fuzzes both services' four listeners from the OpenAPI document (CONTRACT_EXAMPLES per operation, default 50)
-	@bash deploy/contract.sh
+	@GO=$(GO) bash deploy/contract.sh
 
 fuzz: ## run every native fuzz target for FUZZTIME each (default 10s), one at a time; commit what it writes under testdata/fuzz/
-	@bash deploy/fuzz.sh $(MODULES)
+	@GO=$(GO) bash deploy/fuzz.sh $(MODULES)
 
 modules: ## print the workspace's modules (from go.work), one a line
 	@printf '%s\n' $(MODULES)

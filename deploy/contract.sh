@@ -9,7 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-venv=$root/.stack/schemathesis
+stack=${FLASHSALE_STACK_DIR:-$root/.stack}
+venv=$stack/schemathesis
+GO=${GO:-go}
 version=4.32.5
 
 # The venv is made again when its schemathesis is not the pinned version.
@@ -29,11 +31,11 @@ if [[ ! -x $venv/bin/schemathesis ]] || [[ "$("$venv/bin/pip" show schemathesis 
 	"$venv/bin/pip" install -q "schemathesis==$version"
 fi
 
-reports=$root/.stack/contract
+reports=$stack/contract
 rm -rf "$reports"
 mkdir -p "$reports"
 cd e2e
 SCHEMATHESIS=$venv/bin/schemathesis \
 	CONTRACT_EXAMPLES=${CONTRACT_EXAMPLES:-50} \
 	CONTRACT_REPORTS=$reports \
-	go test -tags contract -count=1 -run '^TestSchemathesis$' -v -timeout 30m ./contract/
+	"$GO" test -tags contract -count=1 -run '^TestSchemathesis$' -v -timeout 30m ./contract/

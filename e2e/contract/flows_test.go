@@ -344,6 +344,22 @@ func (c *contract) rateLimits(sl sale) {
 			t.Fatalf("21 ticket polls at once, none refused: %d %s", code, b)
 		}
 	}
+	// A shopper's order requests pass the poll rule, in a bucket apart
+	// from her ticket polls'; tightened to its floor, the third of each
+	// kind is refused.
+	pollTight := []byte(`{"poll":{"user":{"rate":2,"burst":2}}}`)
+	r.want(http.StatusOK, call{on: gatewayAdmin, method: http.MethodPut, path: "/admin/limits", token: c.admin, body: pollTight})
+	order := "/api/flash-sales/orders/" + uuid.NewString()
+	for _, cl := range []call{
+		{on: gatewayPublic, method: http.MethodGet, path: order, token: mint(t, "u-rl-get-order")},
+		{on: gatewayPublic, method: http.MethodPost, path: order + "/pay", token: mint(t, "u-rl-pay"), body: []byte(`{"paymentRef":"rl-pay"}`)},
+		{on: gatewayPublic, method: http.MethodPost, path: order + "/cancel", token: mint(t, "u-rl-cancel")},
+	} {
+		r.do(cl)
+		r.do(cl)
+		r.want(http.StatusTooManyRequests, cl)
+	}
+	r.want(http.StatusOK, call{on: gatewayAdmin, method: http.MethodPut, path: "/admin/limits", token: c.admin, body: []byte(`{"poll":{"user":{"rate":4,"burst":10}}}`)})
 	// The challenge has the per-IP limit only (it costs no Redis call).
 	ipTight := []byte(`{"queue":{"ip":{"rate":0.001,"burst":1}}}`)
 	r.want(http.StatusOK, call{on: gatewayAdmin, method: http.MethodPut, path: "/admin/limits", token: c.admin, body: ipTight})

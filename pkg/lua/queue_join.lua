@@ -12,11 +12,11 @@
 -- ARGV[4] opening time (ms), ARGV[5] "1" to draw the pre-queue at random
 -- Returns the user's ticket (the existing one if the user already queued).
 -- Redis' clock decides before/after the opening, so every gateway agrees;
--- once a round has admitted (adm's "last" is set), a join is after the
--- opening whatever the clock says now: a clock that stepped back (a
--- failover to a replica behind it) or an opening moved later in the
--- database must not put a joiner into the drawn pre-queue, ahead of
--- places already admitted.
+-- once an admission round has run after the opening (adm's "last" is
+-- set), a join is after the opening whatever the clock says now: a clock
+-- that stepped back (a failover to a replica behind it) or an opening
+-- moved later in the database must not put a joiner into the drawn
+-- pre-queue, ahead of places already admitted.
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local existing = redis.call('HGET', KEYS[3], ARGV[1])

@@ -386,4 +386,15 @@ func TestStatusPollsOutliveATightQueueLimit(t *testing.T) {
 	if want := []int{404, 404, 404, 429, 429}; !slices.Equal(codes, want) {
 		t.Errorf("five quick polls of a ticket not hers under a rule of burst 3: %v, want %v", codes, want)
 	}
+	// Her order requests have a bucket of their own under the same rule:
+	// the polls above spent none of it. (No order service runs here: a
+	// request let through is answered 503.)
+	codes = codes[:0]
+	for range 5 {
+		r := h.do("GET", "/api/flash-sales/orders/6f1c2a9e-3b7d-4c2e-9a5f-0d8e7b6a5c4d", "bob")
+		codes = append(codes, r.Status)
+	}
+	if want := []int{503, 503, 503, 429, 429}; !slices.Equal(codes, want) {
+		t.Errorf("five quick order requests after her polls were refused: %v, want %v", codes, want)
+	}
 }

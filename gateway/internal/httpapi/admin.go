@@ -140,15 +140,17 @@ func (a *API) getBypass(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, fasthttp.StatusOK, adminapi.Bypass{Users: users})
 }
 
-// putBypass adds and removes shared bypass users. A user id must be one a
-// token's subject can be (event.ValidUserID: no token matches an empty,
-// overlong or control-bearing one, and it would only clutter the list),
-// and a user may not be both added and removed in one change.
+// putBypass adds and removes shared bypass users. An added user id must be
+// one a token's subject can be (event.ValidUserID: no token matches an
+// empty, overlong or control-bearing one, and it would only clutter the
+// list); a removed one need only be non-empty, so that an entry from
+// before this check can still go. A user may not be both added and
+// removed in one change.
 func (a *API) putBypass(ctx *fasthttp.RequestCtx) {
 	var v adminapi.BypassChange
 	invalid := func(u string) bool { return !event.ValidUserID(u) }
 	if err := decodeObject(ctx.PostBody(), &v); err != nil || a.Bypass == nil ||
-		slices.ContainsFunc(v.Add, invalid) || slices.ContainsFunc(v.Remove, invalid) ||
+		slices.ContainsFunc(v.Add, invalid) || slices.Contains(v.Remove, "") ||
 		slices.ContainsFunc(v.Add, func(u string) bool { return slices.Contains(v.Remove, u) }) {
 		errBadRequest.Write(ctx)
 		return

@@ -74,29 +74,24 @@ func (a *API) shopper(ctx *fasthttp.RequestCtx) (string, bool) {
 // signature check, then the verified user, then her per-user limit. It has
 // answered the request when ok is false.
 func (a *API) limitedShopper(ctx *fasthttp.RequestCtx, l Limits) (string, bool) {
-	return a.limitedShopperFor(ctx, l, l)
-}
-
-// limitedShopperFor is limitedShopper with the per-IP rule of ip and the
-// per-user rule of user.
-func (a *API) limitedShopperFor(ctx *fasthttp.RequestCtx, ip, user Limits) (string, bool) {
-	if !a.allowIP(ctx, ip) {
+	if !a.allowIP(ctx, l) {
 		return "", false
 	}
-	u, ok := a.shopper(ctx)
-	if !ok || !a.allowUser(ctx, user, u) {
+	user, ok := a.shopper(ctx)
+	if !ok || !a.allowUser(ctx, l, user) {
 		return "", false
 	}
-	return u, true
+	return user, true
 }
 
 // allowUser applies a route's per-user limit (none when it has no
-// limiter).
-func (a *API) allowUser(ctx *fasthttp.RequestCtx, l Limits, user string) bool {
+// limiter) to the bucket of key: the user's id, or it with a prefix for a
+// bucket of hers apart in the same limiter.
+func (a *API) allowUser(ctx *fasthttp.RequestCtx, l Limits, key string) bool {
 	if l.User == nil {
 		return true
 	}
-	ok, retry := l.User.Allow([]byte(user))
+	ok, retry := l.User.Allow([]byte(key))
 	if !ok {
 		a.Metrics.rateLimited.Inc()
 		writeRateLimited(ctx, retry)

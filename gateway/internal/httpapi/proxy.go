@@ -10,6 +10,10 @@ import (
 // ordersPath is where the order service answers a shopper's order.
 const ordersPath = "/api/flash-sales/orders/"
 
+// orderBucket prefixes a shopper's key in the poll limiter for her order
+// requests, apart from her ticket polls' (a user id has no NUL).
+const orderBucket = "order\x00"
+
 // errInvalidOrderID is the order service's own answer to a malformed id.
 var errInvalidOrderID = newAPIError(fasthttp.StatusBadRequest, "INVALID_ORDER_ID", "order id is not a UUID", "")
 
@@ -19,10 +23,12 @@ var errInvalidOrderID = newAPIError(fasthttp.StatusBadRequest, "INVALID_ORDER_ID
 // canonical UUID, and the action, which must be pay or cancel. Forwarding
 // the request's own path let an encoded one ("..%2F..%2Freadyz", which
 // the router matched raw and fasthttp sent decoded and normalized) reach
-// every route of the order service's listener. The route's per-IP rule
-// comes first, then the shopper's token and her poll rule, so that a
-// flood costs neither a signature check nor a trip to the order service.
-// The order service verifies the token again.
+// every route of the order service's listener. The shopper's token and
+// her poll rule come before the trip to the order service, in a bucket of
+// her order requests apart from her ticket polls' (one must not spend the
+// other's); no per-IP rule, as for the ticket polls: a crowd behind one
+// address pays and polls as many orders as it holds. The order service
+// verifies the token again.
 func (a *API) proxyOrder(ctx *fasthttp.RequestCtx) {
 	raw, _ := ctx.UserValue("orderId").(string)
 	id, err := uuid.Parse(raw)
@@ -40,7 +46,8 @@ func (a *API) proxyOrder(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	if _, ok := a.limitedShopperFor(ctx, a.QueueLimits, a.PollLimits); !ok {
+	user, ok := a.shopper(ctx)
+	if !ok || !a.allowUser(ctx, a.PollLimits, orderBucket+user) {
 		return
 	}
 	req := fasthttp.AcquireRequest()

@@ -183,7 +183,7 @@ func (l *Limiter) bucket(key []byte, r *versioned) *bucket {
 // whole shard (15,625 buckets at the default FLASHSALE_LIMIT_MAX_KEYS)
 // under its lock for every new key made each request of a crowd of new
 // keys, against a table of busy buckets, cost about 4 ms and held up every
-// key of the shard meanwhile; 32 cost about 15 µs, most of it cache misses
+// key of the shard meanwhile; 32 cost about 17 µs, most of it cache misses
 // (BenchmarkAllowFullTable). A map's iteration starts at a random place,
 // so when a share p of the shard's buckets has refilled a new key finds
 // room but for (1-p)^32 of the time (3 % at p = 10 %); when none has, it

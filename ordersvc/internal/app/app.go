@@ -137,8 +137,10 @@ func sayDatabase(stderr io.Writer, cfg config.Config) {
 }
 
 // idleInTransaction is how long PostgreSQL keeps a session of the
-// service idle inside a transaction before ending it (unless the DSN sets
-// idle_in_transaction_session_timeout itself). None of the service's
+// service idle inside a transaction before ending it, unless the DSN sets
+// idle_in_transaction_session_timeout itself (as a parameter or in
+// options=-c...). A startup parameter wins over a role's or a database's
+// setting (ALTER ROLE ... SET): set it in the DSN to change it. None of the service's
 // transactions waits on anything but the database; one whose client went
 // silent (a link that drops packets) kept its batch's item rows locked
 // until the server's TCP keepalive gave up, about two hours, and every
@@ -150,7 +152,8 @@ func openPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres pool: %w", err)
 	}
-	if _, ok := pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
+	_, set := pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]
+	if !set && !strings.Contains(pc.ConnConfig.RuntimeParams["options"], "idle_in_transaction_session_timeout") {
 		pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = idleInTransaction
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
