@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -150,6 +151,8 @@ func (c *contract) orders(sl sale) {
 	hook(http.StatusBadRequest, bad, sign(bad))
 	none := mustJSON(t, map[string]string{"orderId": uuid.NewString(), "paymentRef": "r"})
 	hook(http.StatusNotFound, none, sign(none))
+	huge := append(bytes.Repeat([]byte(" "), 9<<10), ok...)
+	hook(http.StatusRequestEntityTooLarge, huge, sign(huge))
 
 	c.ordersvcAdmin(sl)
 }
