@@ -66,7 +66,7 @@ window.fetch = function (url, opts) {
 };`
 
 // A shopper's Buy is accepted but its answer is lost: the page asks the
-// shop which order she holds, shows "Reserved — pay within mm:ss" with
+// shop which order she holds, shows "Reserved — pay before HH:MM:SS" with
 // Pay, and the payment goes through. Opened again, the page finds the
 // order by itself.
 func TestSalePageRecoversALostAnswer(t *testing.T) {
@@ -90,7 +90,7 @@ func TestSalePageRecoversALostAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(15*time.Second, `document.getElementById("order-status").textContent === "PENDING"`)
-	wait(3*time.Second, `/^Reserved — pay within (09|10):\d\d$/.test(document.getElementById("status").textContent) && !document.getElementById("pay").disabled`)
+	wait(3*time.Second, `/^Reserved — pay before /.test(document.getElementById("status").textContent) && /\((09|10):\d\d left\)/.test(document.getElementById("order-deadline").textContent) && !document.getElementById("pay").disabled`)
 
 	// The order the page found is the one the shop holds for her.
 	code, body, _, err := harness.Do(ctx, "GET", fmt.Sprintf("%s/api/flash-sales/%d/order", st.GatewayURL, saleID), tok, nil)

@@ -225,7 +225,7 @@ func TestSalePageAndDashboard(t *testing.T) {
 		t.Fatalf("with the order %s shown, the stock bar is %q and says %q; want 0%% and Sold out (the last unit is this shopper's)", shown.Order, shown.Bar, shown.Stock)
 	}
 	wait(10*time.Second, `document.getElementById("order-status").textContent === "PENDING"`)
-	wait(2*time.Second, `/^Reserved — pay within (09|10):\d\d$/.test(document.getElementById("status").textContent)`)
+	wait(2*time.Second, `/^Reserved — pay before /.test(document.getElementById("status").textContent) && /\((09|10):\d\d left\)/.test(document.getElementById("order-deadline").textContent)`)
 	screenshot(t, b, "sale-pending.png")
 	if err := b.Click(ctx, "#pay"); err != nil {
 		t.Fatal(err)

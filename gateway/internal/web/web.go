@@ -63,7 +63,17 @@ const csp = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-
 func (s site) serve(ctx *fasthttp.RequestCtx, prefix string) bool {
 	p := ctx.Path()
 	if string(p) == strings.TrimSuffix(prefix, "/") {
-		ctx.Redirect(prefix, fasthttp.StatusFound)
+		// A relative Location, with the query: fasthttp's Redirect made it
+		// absolute from the request's scheme, which behind a TLS-ending
+		// balancer is http (the token in the fragment, which browsers
+		// carry across a redirect, went to a plain-http page), and dropped
+		// the query (?sale=7 landed on sale 1).
+		loc := prefix
+		if q := ctx.URI().QueryString(); len(q) > 0 {
+			loc += "?" + string(q)
+		}
+		ctx.Response.Header.Set(fasthttp.HeaderLocation, loc)
+		ctx.SetStatusCode(fasthttp.StatusFound)
 		return true
 	}
 	if !bytes.HasPrefix(p, []byte(prefix)) {

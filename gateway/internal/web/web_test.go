@@ -28,6 +28,23 @@ func do(h fasthttp.RequestHandler, method, path, auth string) *fasthttp.RequestC
 
 func next(ctx *fasthttp.RequestCtx) { ctx.SetStatusCode(599) }
 
+// The redirect to the page's folder keeps the query (the sale asked for)
+// and stays relative: an absolute one took the request's scheme, http
+// behind a TLS-ending balancer, and browsers carry the #token fragment
+// across a redirect.
+func TestRedirectKeepsTheQueryAndTheScheme(t *testing.T) {
+	h, err := SalePage(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"/sale": "/sale/", "/sale?sale=7": "/sale/?sale=7"} {
+		ctx := do(h, "GET", path, "")
+		if got := string(ctx.Response.Header.Peek(fasthttp.HeaderLocation)); ctx.Response.StatusCode() != 302 || got != want {
+			t.Errorf("GET %s: %d to %q, want 302 to %q", path, ctx.Response.StatusCode(), got, want)
+		}
+	}
+}
+
 func TestSalePage(t *testing.T) {
 	h, err := SalePage(next)
 	if err != nil {

@@ -375,7 +375,10 @@ async function pollOrder(delay) {
 async function pay() {
   if (!st.order || st.order.status !== "PENDING" || st.busy) return;
   st.busy = true; renderOrder();
-  const ref = "demo-" + st.order.id.slice(0, 8) + "-" + Math.floor(Math.random() * 1e9).toString(36);
+  // One reference per order, not per click: a Pay whose answer was lost,
+  // clicked again, is then the same payment (the order service answers a
+  // repeat with the order, PAID), never a second one.
+  const ref = "page-" + st.order.id;
   const r = await call("POST", api + "orders/" + encodeURIComponent(st.order.id) + "/pay", { body: { paymentRef: ref } });
   st.busy = false;
   if (r.ok) {
@@ -389,9 +392,11 @@ async function pay() {
 }
 
 // ---- rendering.
+// The status line is a live region: it is written only when its text
+// changes, so a screen reader announces changes, not the clock's ticks.
 function showStatus(text, kind) {
   const el = $("status");
-  el.textContent = text;
+  if (el.textContent !== text) el.textContent = text;
   el.className = "status" + (kind ? " " + kind : "");
 }
 
@@ -502,11 +507,13 @@ function renderOrder() {
   $("pay").classList.toggle("hidden", o.status !== "PENDING" && o.status !== "PROCESSING");
   let line = "";
   if (o.status === "PROCESSING") line = "Processing — your unit is held while the order is recorded.";
-  else if (o.status === "PENDING" && o.expiresAt) line = "Held for you until " + new Date(o.expiresAt).toLocaleTimeString() + "; unpaid, it goes back on sale.";
+  else if (o.status === "PENDING" && o.expiresAt) line = "Held for you until " + new Date(o.expiresAt).toLocaleTimeString() +
+    " (" + hms(Date.parse(o.expiresAt) - serverNow()) + " left); unpaid, it goes back on sale.";
   else if (o.status === "PAID") line = "Paid.";
   else if (o.status === "EXPIRED") line = "The payment window ended; the unit went back on sale.";
   $("order-deadline").textContent = line;
-  if (o.status === "PENDING") showStatus("Reserved — pay within " + hms(Date.parse(o.expiresAt) - serverNow()), "good");
+  // The countdown runs in the order box; the live status line says it once.
+  if (o.status === "PENDING") showStatus("Reserved — pay before " + new Date(o.expiresAt).toLocaleTimeString(), "good");
 }
 
 // A one-second tick redraws the clocks; it sends nothing.
