@@ -353,17 +353,37 @@ function refused(r, what) {
 }
 
 // ---- the order: polled with back-off until it settles.
+// orderMissingMs: how long an order may answer 404 (accepted, not
+// recorded yet) before the page takes it for one that never came to
+// exist: the order service's in-flight window, past which it gives such a
+// reservation's unit back.
+const orderMissingMs = 30000;
 async function pollOrder(delay) {
   clearTimeout(st.orderTimer);
   const r = await call("GET", api + "orders/" + encodeURIComponent(st.order.id));
+  if (!st.order) return;
   if (r.ok) {
     st.order.status = r.data.status;
     st.order.expiresAt = r.data.expiresAt;
-  } else if (r.status !== 404) { // 404: accepted but not persisted yet
+    st.order.missingSince = 0;
+  } else if (r.status === 404) {
+    st.order.missingSince = st.order.missingSince || Date.now();
+    if (Date.now() - st.order.missingSince > orderMissingMs) {
+      st.order = null; st.final = null;
+      showStatus("Your order could not be found: it did not go through; you can try again.", "error");
+      renderOrder(); render();
+      return;
+    }
+  } else {
     delay = r.retryAfterMs || delay;
   }
   renderOrder();
   const s = st.order.status;
+  // An order that ended holds nothing: the shopper may buy again, while
+  // units and her admission allow.
+  if ((s === "EXPIRED" || s === "CANCELLED" || s === "REJECTED") && st.final === "BOUGHT") {
+    st.final = null; render();
+  }
   if (s === "PROCESSING" || s === "PENDING") {
     // PENDING only changes when the shopper pays or the window ends:
     // poll slowly; PROCESSING settles within a second or two.
