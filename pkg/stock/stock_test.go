@@ -306,6 +306,23 @@ func TestReturnTokenOncePerOrder(t *testing.T) {
 	}
 }
 
+// ending is one way an admitted reservation ends, and whether its
+// admission stays spent: written off and dropped (the order never
+// existed) give it back, released (the order existed) keeps it.
+type ending struct {
+	user, order, token string
+	end                func(ctx context.Context, sale, item int64, user, order string) (bool, error)
+	wantSpent          bool
+}
+
+func endings(st *stock.Store) []ending {
+	return []ending{
+		{"u1", "o1", "tok-1", st.WriteOff, false},
+		{"u2", "o2", "tok-2", st.Drop, false},
+		{"u3", "o3", "tok-3", st.Release, true},
+	}
+}
+
 // The order service writes off an order that never came to exist (its
 // gateway died, or the consumer refused it) knowing no admission token:
 // WriteOff finds the token by the order and gives it back with the unit,
@@ -314,15 +331,7 @@ func TestReturnTokenOncePerOrder(t *testing.T) {
 // token, the write-off left the admission used for good.
 func TestWriteOffGivesTheAdmissionBack(t *testing.T) {
 	st, sale, ctx := fiveUnits(t)
-	for _, tc := range []struct {
-		user, order, token string
-		end                func(ctx context.Context, sale, item int64, user, order string) (bool, error)
-		wantSpent          bool
-	}{
-		{"u1", "o1", "tok-1", st.WriteOff, false},
-		{"u2", "o2", "tok-2", st.Drop, false},
-		{"u3", "o3", "tok-3", st.Release, true},
-	} {
+	for _, tc := range endings(st) {
 		if _, err := st.ReserveAdmitted(ctx, sale, 1, tc.user, tc.order, tc.token); err != nil {
 			t.Fatal(err)
 		}
@@ -369,15 +378,7 @@ func TestWriteOffGivesTheAdmissionBack(t *testing.T) {
 // release of an order that existed keeps it spent.
 func TestWriteOffOfAnUnloadedItemGivesTheAdmissionBack(t *testing.T) {
 	st, sale, ctx := fiveUnits(t)
-	cases := []struct {
-		user, order, token string
-		end                func(ctx context.Context, sale, item int64, user, order string) (bool, error)
-		wantSpent          bool
-	}{
-		{"u1", "o1", "tok-1", st.WriteOff, false},
-		{"u2", "o2", "tok-2", st.Drop, false},
-		{"u3", "o3", "tok-3", st.Release, true},
-	}
+	cases := endings(st)
 	for _, tc := range cases {
 		if _, err := st.ReserveAdmitted(ctx, sale, 1, tc.user, tc.order, tc.token); err != nil {
 			t.Fatal(err)
