@@ -21,9 +21,9 @@ func NewLimits(user, ip ratelimit.Rule, maxKeys int) Limits {
 }
 
 // NewPollLimits builds the limiter of each shopper's polls of her queue
-// ticket (FLASHSALE_LIMIT_POLL_USER, 4/s with a burst of 10 by
-// default), per user only: a crowd behind one address polls as many
-// tickets as it holds. It is not the queue's per-user rule: that one is
+// ticket, and in a bucket apart of her order requests (proxyOrder)
+// (FLASHSALE_LIMIT_POLL_USER, 4/s with a burst of 10 by default), per
+// user only: a crowd behind one address polls as many tickets as it holds. It is not the queue's per-user rule: that one is
 // tuned live against joins and "my order" floods, and tightened while a
 // crowd waits it refused their polls, so that shoppers who followed the
 // advice lost their places past the grace. The advice is never under
