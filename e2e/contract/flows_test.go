@@ -328,7 +328,6 @@ func (c *contract) rateLimits(sl sale) {
 		r.want(http.StatusTooManyRequests, cl)
 	}
 	twice(call{on: gatewayPublic, method: http.MethodPost, path: fmt.Sprintf("%s/items/%d/purchase", sl.path, sl.Items[1].ID), token: mint(t, "u-rl-buy")})
-	twice(call{on: gatewayPublic, method: http.MethodGet, path: fmt.Sprintf("/api/flash-sales/%d/order", sl.ID), token: mint(t, "u-rl-order")})
 	q := c.openSale(adminapi.SaleQueue{Enabled: true, AdmissionRate: 1000}, 1)
 	qp := fmt.Sprintf("/api/flash-sales/%d/queue", q.ID)
 	twice(call{on: gatewayPublic, method: http.MethodPost, path: qp, token: mint(t, "u-rl-join")})
@@ -357,6 +356,7 @@ func (c *contract) rateLimits(sl sale) {
 		{on: gatewayPublic, method: http.MethodGet, path: order, token: mint(t, "u-rl-get-order")},
 		{on: gatewayPublic, method: http.MethodPost, path: order + "/pay", token: mint(t, "u-rl-pay"), body: []byte(`{"paymentRef":"rl-pay"}`)},
 		{on: gatewayPublic, method: http.MethodPost, path: order + "/cancel", token: mint(t, "u-rl-cancel")},
+		{on: gatewayPublic, method: http.MethodGet, path: fmt.Sprintf("/api/flash-sales/%d/order", sl.ID), token: mint(t, "u-rl-order")},
 	} {
 		r.do(cl)
 		r.do(cl)

@@ -21,14 +21,15 @@ func NewLimits(user, ip ratelimit.Rule, maxKeys int) Limits {
 }
 
 // NewPollLimits builds the limiter of each shopper's polls of her queue
-// ticket, and in a bucket apart of her order requests (proxyOrder)
-// (FLASHSALE_LIMIT_POLL_USER, 4/s with a burst of 10 by default), per
-// user only: a crowd behind one address polls as many tickets as it holds. It is not the queue's per-user rule: that one is
-// tuned live against joins and "my order" floods, and tightened while a
-// crowd waits it refused their polls, so that shoppers who followed the
-// advice lost their places past the grace. The advice is never under
-// 500 ms (2 polls a second, ratelimit.MinPollRate); the default
-// allows twice that, with room for a page reloaded a few times.
+// ticket, and in a bucket apart of her order requests (proxyOrder,
+// myOrder) (FLASHSALE_LIMIT_POLL_USER, 4/s with a burst of 10 by
+// default), per user only: a crowd behind one address polls as many
+// tickets as it holds. It is not the queue's per-user rule: that one is
+// tuned live against join floods, and tightened while a crowd waits it
+// refused their polls, so that shoppers who followed the advice lost
+// their places past the grace. The advice is never under 500 ms (2 polls
+// a second, ratelimit.MinPollRate); the default allows twice that, with
+// room for a page reloaded a few times.
 func NewPollLimits(user ratelimit.Rule, maxKeys int) Limits {
 	return Limits{User: ratelimit.New(user, maxKeys)}
 }
@@ -69,10 +70,10 @@ func (a *API) shopper(ctx *fasthttp.RequestCtx) (string, bool) {
 	return user, ok
 }
 
-// limitedShopper is the door of the calls around a purchase (joining the
-// queue, "my order"): the route's per-IP limit first, so a flood costs no
-// signature check, then the verified user, then her per-user limit. It has
-// answered the request when ok is false.
+// limitedShopper is the door of the queue's join: the route's per-IP
+// limit first, so a flood costs no signature check, then the verified
+// user, then her per-user limit. It has answered the request when ok is
+// false.
 func (a *API) limitedShopper(ctx *fasthttp.RequestCtx, l Limits) (string, bool) {
 	if !a.allowIP(ctx, l) {
 		return "", false

@@ -27,9 +27,11 @@ var errNoOrder = newAPIError(fasthttp.StatusNotFound, "NOT_FOUND", "you hold no 
 
 // myOrder answers GET /api/flash-sales/{saleId}/order: the caller's active
 // order in the sale, so a shopper whose purchase answer was lost finds the
-// unit she won. Rate-limited like the queue's polling (per IP, then per
-// user); the user comes from her verified token, so nobody learns another
-// shopper's order.
+// unit she won. Rate-limited as her other order requests are (the poll
+// rule, her order bucket; no per-IP rule: at the opening, shoppers behind
+// one address who lost an answer competed with the crowd's joins for the
+// queue's per-IP bucket); the user comes from her verified token, so
+// nobody learns another shopper's order.
 func (a *API) myOrder(ctx *fasthttp.RequestCtx) {
 	saleID, ok := pathID(ctx, "saleId")
 	if !ok {
@@ -40,8 +42,8 @@ func (a *API) myOrder(ctx *fasthttp.RequestCtx) {
 		errNotFound.Write(ctx)
 		return
 	}
-	user, ok := a.limitedShopper(ctx, a.QueueLimits)
-	if !ok {
+	user, ok := a.shopper(ctx)
+	if !ok || !a.allowUser(ctx, a.PollLimits, orderBucket+user) {
 		return
 	}
 	if a.Holding == nil {
