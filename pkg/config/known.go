@@ -116,7 +116,7 @@ var known = map[string]variable{
 	"FLASHSALE_RECONCILE_CATCHUP_TIMEOUT":     {readers: Ordersvc},
 	"FLASHSALE_RECONCILE_INTERVAL":            {readers: Ordersvc},
 	"FLASHSALE_LAG_INTERVAL":                  {readers: Ordersvc},
-	"FLASHSALE_INFLIGHT_WINDOW":               {readers: Ordersvc},
+	"FLASHSALE_INFLIGHT_WINDOW":               {readers: Ordersvc | Gateway},
 	"FLASHSALE_ABANDON_INTERVAL":              {readers: Ordersvc},
 	"FLASHSALE_HOT_COPY_RETENTION":            {readers: Ordersvc},
 	"FLASHSALE_PAYMENT_WEBHOOK_SECRET":        {readers: Ordersvc, secret: true},

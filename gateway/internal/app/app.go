@@ -208,7 +208,9 @@ func (g *Gateway) newBuyer() (*purchase.Buyer, *holding.Finder, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return purchase.NewBuyer(g.redis, g.stock, g.producer, settler, finder, g.cfg.RedisTimeout, g.log), finder, nil
+	b := purchase.NewBuyer(g.redis, g.stock, g.producer, settler, finder, g.cfg.RedisTimeout, g.log)
+	b.SetInFlightWindow(g.cfg.InFlightWindow)
+	return b, finder, nil
 }
 
 // buildServers builds the public and admin servers around the API.

@@ -111,7 +111,11 @@ type Config struct {
 	// SettleTimeout bounds one settling transaction (the REJECTED row that
 	// decides an order whose publish was not confirmed).
 	SettleTimeout time.Duration
-	OrdersvcAddr  string // host:port the order endpoints are proxied to
+	// InFlightWindow is the order service's FLASHSALE_INFLIGHT_WINDOW (the
+	// same variable): an acknowledgement later than half of it after the
+	// purchase began is settled, not trusted (purchase.SetInFlightWindow).
+	InFlightWindow time.Duration
+	OrdersvcAddr   string // host:port the order endpoints are proxied to
 	// OrdersvcAdminAddr is the order service's admin listener, read by the
 	// dashboard for orders by status, consumer lag and the reconcile verdict.
 	OrdersvcAdminAddr string
@@ -201,6 +205,7 @@ func Load(env pkgconfig.Env) (Config, error) {
 		PublishSpread:        s.Bool("FLASHSALE_PUBLISH_SPREAD", true),
 		PostgresDSN:          s.String("FLASHSALE_PG_DSN", "postgres://flashsale@127.0.0.1:15432/flashsale?sslmode=disable"),
 		SettleTimeout:        s.Duration("FLASHSALE_SETTLE_TIMEOUT", time.Second),
+		InFlightWindow:       s.Duration("FLASHSALE_INFLIGHT_WINDOW", 30*time.Second),
 		OrdersvcAddr:         s.String("FLASHSALE_ORDERSVC_ADDR", "127.0.0.1:8090"),
 		OrdersvcAdminAddr:    s.String("FLASHSALE_ORDERSVC_ADMIN_ADDR", "127.0.0.1:8091"),
 		ReusePort:            s.Bool("FLASHSALE_REUSEPORT", false),
@@ -267,6 +272,10 @@ func (c Config) validate() error {
 	}
 	need(c.SettleTimeout >= 10*time.Millisecond, "FLASHSALE_SETTLE_TIMEOUT", "must be at least 10ms")
 	need(c.PublishTimeout >= 100*time.Millisecond, "FLASHSALE_PUBLISH_TIMEOUT", "must be at least 100ms")
+	// A purchase whose ack takes longer than half the window is settled
+	// instead of trusted: the publish must fit well inside that.
+	need(c.InFlightWindow >= 2*(c.PublishTimeout+c.RedisTimeout), "FLASHSALE_INFLIGHT_WINDOW",
+		"must be at least twice FLASHSALE_PUBLISH_TIMEOUT plus FLASHSALE_REDIS_TIMEOUT (an acknowledgement later than half the window is not trusted)")
 	need(c.PublishLinger >= 0, "FLASHSALE_PUBLISH_LINGER", "must not be negative")
 	need(c.PublishFailFastAfter >= 0, "FLASHSALE_PUBLISH_FAIL_FAST_AFTER", "must not be negative (0 turns failing fast off)")
 	need(c.PublishFailFastFor >= 10*time.Millisecond, "FLASHSALE_PUBLISH_FAIL_FAST_FOR", "must be at least 10ms")

@@ -85,9 +85,33 @@ type Buyer struct {
 	settler         Settler
 	holding         *holding.Finder // nil: a shopper who already holds gets a bare ALREADY_PURCHASED
 	redisTimeout    time.Duration
+	// trustAcksWithin: an acknowledgement that comes later than this after
+	// the purchase began is not trusted (SetInFlightWindow).
+	trustAcksWithin time.Duration
 	log             *slog.Logger
 	now             func() time.Time
 }
+
+// DefaultInFlightWindow is the order service's default in-flight window
+// (FLASHSALE_INFLIGHT_WINDOW): past it, a reservation with no order row
+// and no accepted record is written off as abandoned.
+const DefaultInFlightWindow = 30 * time.Second
+
+// errLateAck: the broker acknowledged a purchase that began longer ago
+// than the buyer trusts (see SetInFlightWindow).
+var errLateAck = errors.New("purchase: acknowledged too late to be trusted")
+
+// SetInFlightWindow tells the buyer the order service's in-flight window
+// (FLASHSALE_INFLIGHT_WINDOW). An acknowledgement that comes more than
+// half of it after the purchase began is settled through PostgreSQL
+// instead of trusted: a gateway paused that long (a frozen VM, a stopped
+// process) between its reservation and the broker's ack may find the
+// reservation written off as abandoned meanwhile (its unit sold again,
+// its order id taken by a REJECTED row, so the event it then published is
+// refused), and would have answered 202 for an order that never exists.
+// Settling finds the order's row (202), or the write-off or its own
+// tombstone (503, the unit given back).
+func (b *Buyer) SetInFlightWindow(w time.Duration) { b.trustAcksWithin = w / 2 }
 
 // NewBuyer wires a buyer. st runs the stock scripts on redis (it knows how
 // each sale's stock is sharded); settler decides the orders whose publish
@@ -96,6 +120,7 @@ type Buyer struct {
 func NewBuyer(redis rueidis.Client, st *stock.Store, pub Publisher, settler Settler, finder *holding.Finder,
 	redisTimeout time.Duration, log *slog.Logger) *Buyer {
 	return &Buyer{stock: st, redis: redis, pub: pub, settler: settler, holding: finder, redisTimeout: redisTimeout, log: log, now: time.Now,
+		trustAcksWithin: DefaultInFlightWindow / 2,
 		retries: make(chan release, retryQueue), unsettled: make(chan heldOrder, settleQueue),
 		reserveFailed: rate.Sometimes{Interval: time.Second}}
 }
@@ -149,6 +174,7 @@ func decide(pubErr error, settle func() (Settlement, error)) (verdict, error) {
 // tokenID is the admission token's id when the sale is queued ("" if not);
 // a token that already bought a unit gives stock.ErrTokenSpent.
 func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID string) (Receipt, error) {
+	began := b.now()
 	orderID, err := uuid.NewV7()
 	if err != nil {
 		return Receipt{}, fmt.Errorf("%w: order id: %v", ErrUnavailable, err)
@@ -183,7 +209,11 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		b.releaseReserved(ctx, saleID, itemID, userID, oid, tokenID)
 		return Receipt{}, fmt.Errorf("%w: encode order: %v", ErrUnavailable, err)
 	}
-	v, err := decide(b.pub.Publish(itemID, payload), func() (Settlement, error) {
+	pubErr := b.pub.Publish(itemID, payload)
+	if age := b.now().Sub(began); pubErr == nil && age > b.trustAcksWithin {
+		pubErr = fmt.Errorf("%w: %s after the purchase began", errLateAck, age.Round(time.Millisecond))
+	}
+	v, err := decide(pubErr, func() (Settlement, error) {
 		return b.settler.Settle(ctx, placed)
 	})
 	switch v {

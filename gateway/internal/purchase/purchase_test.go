@@ -527,3 +527,69 @@ func TestRefusedPurchaseGivesItsTokenBack(t *testing.T) {
 		t.Errorf("the token of an accepted purchase: %v, want ErrTokenSpent", err)
 	}
 }
+
+// pausingPublisher acknowledges every event after moving the buyer's clock
+// on by pause: a gateway frozen between its reservation and the ack.
+type pausingPublisher struct {
+	clock *time.Time
+	pause time.Duration
+}
+
+func (p pausingPublisher) Publish(int64, []byte) error {
+	*p.clock = p.clock.Add(p.pause)
+	return nil
+}
+
+// An acknowledgement that comes more than half the order service's
+// in-flight window after the purchase began is settled, not trusted: the
+// reservation may have been written off as abandoned meanwhile (its unit
+// sold again), and the 202 would name an order that never exists. One in
+// time is trusted without asking PostgreSQL.
+func TestLateAcknowledgementIsSettled(t *testing.T) {
+	testenv.Require(t, testenv.RedisAddr())
+	ctx := testenv.Context(t)
+	rc := testenv.RedisClient(t, testenv.RedisAddr())
+	st := stock.New(rc)
+	const item, units = 1, 5
+	for _, tt := range []struct {
+		name      string
+		pause     time.Duration
+		settled   Settlement
+		want202   bool
+		wantAsked bool
+	}{
+		{name: "acknowledged in time: trusted", pause: time.Second, want202: true},
+		{name: "acknowledged late, the reservation written off: 503, unit back", pause: time.Minute, settled: Abandoned, wantAsked: true},
+		{name: "acknowledged late, the order stored: 202", pause: time.Minute, settled: Placed, want202: true, wantAsked: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sale := 8_000_000_000 + time.Now().UnixNano()%1_000_000_000*10 + saleSeq.Add(1)
+			t.Cleanup(func() {
+				rc.Do(context.Background(), rc.B().Del().Key(stock.StockKey(sale, item), stock.HoldersKey(sale)).Build())
+			})
+			if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: item, Left: units}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			clock := time.Now()
+			settler := &fakeSettler{settled: tt.settled}
+			b := NewBuyer(rc, st, pausingPublisher{clock: &clock, pause: tt.pause}, settler, nil, time.Second, slog.New(slog.DiscardHandler))
+			b.SetInFlightWindow(30 * time.Second)
+			b.now = func() time.Time { return clock }
+
+			_, err := b.Buy(ctx, sale, item, "alice", "")
+			if tt.want202 != (err == nil) {
+				t.Fatalf("Buy error %v, want accepted %v", err, tt.want202)
+			}
+			if asked := len(settler.asked) > 0; asked != tt.wantAsked {
+				t.Errorf("settler asked %d times, want asked %v", len(settler.asked), tt.wantAsked)
+			}
+			left, err := st.Left(ctx, sale, item)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := units - map[bool]int64{true: 1}[tt.want202]; left != want {
+				t.Errorf("%d left, want %d", left, want)
+			}
+		})
+	}
+}
