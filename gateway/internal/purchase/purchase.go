@@ -121,7 +121,7 @@ func NewBuyer(redis rueidis.Client, st *stock.Store, pub Publisher, settler Sett
 	redisTimeout time.Duration, log *slog.Logger) *Buyer {
 	return &Buyer{stock: st, redis: redis, pub: pub, settler: settler, holding: finder, redisTimeout: redisTimeout, log: log, now: time.Now,
 		trustAcksWithin: DefaultInFlightWindow / 2,
-		retries: make(chan release, retryQueue), unsettled: make(chan heldOrder, settleQueue),
+		retries:         make(chan release, retryQueue), unsettled: make(chan heldOrder, settleQueue),
 		reserveFailed: rate.Sometimes{Interval: time.Second}}
 }
 
