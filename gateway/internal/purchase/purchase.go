@@ -119,10 +119,12 @@ func (b *Buyer) SetInFlightWindow(w time.Duration) { b.trustAcksWithin = w / 2 }
 // which order holds it (nil: she is only told ALREADY_PURCHASED).
 func NewBuyer(redis rueidis.Client, st *stock.Store, pub Publisher, settler Settler, finder *holding.Finder,
 	redisTimeout time.Duration, log *slog.Logger) *Buyer {
-	return &Buyer{stock: st, redis: redis, pub: pub, settler: settler, holding: finder, redisTimeout: redisTimeout, log: log, now: time.Now,
-		trustAcksWithin: DefaultInFlightWindow / 2,
-		retries:         make(chan release, retryQueue), unsettled: make(chan heldOrder, settleQueue),
-		reserveFailed: rate.Sometimes{Interval: time.Second}}
+	return &Buyer{
+		stock: st, redis: redis, pub: pub, settler: settler, holding: finder,
+		redisTimeout: redisTimeout, trustAcksWithin: DefaultInFlightWindow / 2, log: log, now: time.Now,
+		retries: make(chan release, retryQueue), unsettled: make(chan heldOrder, settleQueue),
+		reserveFailed: rate.Sometimes{Interval: time.Second},
+	}
 }
 
 // verdict is what a purchase comes to after its publish.
