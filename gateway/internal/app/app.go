@@ -419,7 +419,10 @@ func (g *Gateway) drainProducerEvents(producer *publish.Producer) {
 	for ev := range producer.Events() {
 		if e, ok := ev.(kafka.Error); ok && (e.IsFatal() || e.Code() == kafka.ErrAllBrokersDown) {
 			g.log.Warn("kafka producer", "err", e)
-			if e.Code() == kafka.ErrAllBrokersDown {
+			switch {
+			case e.IsFatal():
+				producer.Fatal(e)
+			case e.Code() == kafka.ErrAllBrokersDown:
 				producer.BrokersDown()
 			}
 		}

@@ -88,22 +88,42 @@ func (p *Producer) clusterTopic() (kafka.TopicMetadata, bool) {
 // the old one in the background once its deliveries have their reports
 // (within the publish timeout; Close waits for it).
 func (p *Producer) replaceClient(partitions []int32) {
+	if p.swapClient("stuck", "partitions", partitions) {
+		p.log.Warn("replaced the kafka producer: the cluster serves partitions it has failed every delivery to (confluentinc/librdkafka#5430)",
+			"partitions", partitions, "failing_for_at_least", p.stuck.after)
+	}
+}
+
+// Fatal replaces the client after librdkafka reported a fatal error (an
+// idempotent producer's sequence lost, say): such a client refuses every
+// produce from then on, locally, which no breaker counts and the stuck
+// check does not see, so every purchase was answered 503 until a restart.
+// Its deliveries still in flight are purged and settled as on any
+// replacement.
+func (p *Producer) Fatal(err error) {
+	if p.swapClient("fatal", "err", err) {
+		p.log.Error("replaced the kafka producer after a fatal error", "err", err)
+	}
+}
+
+// swapClient is replaceClient's and Fatal's change of client; it reports
+// whether a new client took over (logging why not otherwise).
+func (p *Producer) swapClient(why string, args ...any) bool {
 	c, err := p.newClient()
 	if err != nil {
-		p.log.Error("kafka producer stuck, and no new one", "partitions", partitions, "err", err)
-		return
+		p.log.Error("kafka producer "+why+", and no new one", append(args, "err", err)...)
+		return false
 	}
 	p.swap.Lock()
 	old := p.client.Swap(c)
 	p.swap.Unlock()
 	p.breakers.replacedAt.Store(p.now().UnixNano())
 	p.metrics.replaced.Inc()
-	p.log.Warn("replaced the kafka producer: the cluster serves partitions it has failed every delivery to (confluentinc/librdkafka#5430)",
-		"partitions", partitions, "failing_for_at_least", p.stuck.after)
 	p.clients.Add(1)
 	go func() {
 		defer p.clients.Done()
 		left := old.Flush(int((p.stuck.timeout + purgeServe) / time.Millisecond))
 		closeClient(old, left > 0)
 	}()
+	return true
 }

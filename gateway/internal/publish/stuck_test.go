@@ -273,3 +273,39 @@ func TestClusterTopicWithoutTheCurrentClient(t *testing.T) {
 		t.Fatalf("cluster's topic through a fresh client: %v, %d partitions; want it, 2 partitions", ok, len(tm.Partitions))
 	}
 }
+
+// A client that reported a fatal error refuses every publish from then on,
+// locally, which no breaker counts: the gateway answered 503 to every
+// purchase until a restart. Fatal, which the gateway calls on such an
+// event, puts a new client in its place.
+func TestFatalErrorReplacesTheClient(t *testing.T) {
+	ctx, ac := brokerAdmin(t)
+	topic := testTopic(t, ctx, ac, "test-publish-fatal", 1)
+	p, err := newProducer(Config{Brokers: testenv.KafkaBrokers(), Topic: topic, Timeout: 5 * time.Second, Linger: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(5 * time.Second)
+	go func() {
+		for ev := range p.Events() {
+			if e, ok := ev.(kafka.Error); ok && e.IsFatal() {
+				p.Fatal(e)
+			}
+		}
+	}()
+	if _, err := p.publish(1, 0, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	p.client.Load().TestFatalError(kafka.ErrOutOfOrderSequenceNumber, "test: a fatal error")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := p.publish(1, 0, []byte(`{}`))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("publishes still refused 10 s after a fatal error: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
