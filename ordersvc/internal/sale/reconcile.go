@@ -229,7 +229,40 @@ func (s *Service) reconcileOnce(ctx context.Context, saleID int64, repair bool) 
 		final, err := s.reconcile(ctx, saleID, repair)
 		return final.withWrittenOff(off), err
 	}
-	return s.reconcile(ctx, saleID, repair)
+	rec, err := s.reconcile(ctx, saleID, false)
+	if err != nil {
+		return rec, err
+	}
+	if rec.Requeued, err = s.requeueStale(ctx, saleID, rec.Differences); err != nil {
+		return rec, fmt.Errorf("reconcile sale %d: %w", saleID, err)
+	}
+	return rec, nil
+}
+
+// requeueStale runs again the releases of the stale holders a read-only
+// reconcile found: holders of orders that ended and whose release is
+// marked done. A release acknowledged by a Redis master that failed over
+// before its replica had it, or one that met a stock key gone and was
+// marked done while a repair put the old values back, leaves such a
+// holder, its shopper refused and its unit out of the sale, until a
+// repair; the periodic reconcile now heals it. The release is keyed by
+// order id and checks the holder still names the order, so one that finds
+// nothing to do is harmless.
+func (s *Service) requeueStale(ctx context.Context, saleID int64, diffs []Difference) (int, error) {
+	var ids []uuid.UUID
+	for _, d := range diffs {
+		if id, err := uuid.Parse(d.OrderID); d.Kind == DiffHolderStale && err == nil {
+			ids = append(ids, id)
+		}
+	}
+	requeued, err := s.store.RequeueReleases(ctx, saleID, ids)
+	if err != nil {
+		return 0, fmt.Errorf("the releases of stale holders were not requeued: %w", err)
+	}
+	if len(requeued) > 0 && s.drain != nil {
+		_, _ = s.drain(ctx, requeued) // a failure leaves them queued for the relay's next pass
+	}
+	return len(requeued), nil
 }
 
 // writeOffLeaked ends a repair's leaked holders the way the

@@ -108,6 +108,10 @@ func TestReconcile(t *testing.T) {
 		wantIn   reconcileCounts
 		wantLeft []int64 // per item after the repair
 		wantAttr string
+		// requeued: the order whose release the read-only reconcile runs
+		// again (a stale holder); the relay's release then heals the
+		// sale before the repair, which finds nothing left to write.
+		requeued func(f *recFixture) uuid.UUID
 	}{
 		{
 			name: "consistent sale is clean", quantities: []int64{5}, orders: []int{0, 0},
@@ -199,6 +203,7 @@ func TestReconcile(t *testing.T) {
 			},
 			wantDiff: []string{sale.DiffHolderStale, sale.DiffStockMismatch},
 			wantLeft: []int64{4},
+			requeued: func(f *recFixture) uuid.UUID { return f.evs[1].OrderID },
 		},
 		{
 			name: "a user held under an older order", quantities: []int64{5}, orders: []int{0},
@@ -241,13 +246,23 @@ func TestReconcile(t *testing.T) {
 			if rec.Attribution != tt.wantAttr {
 				t.Errorf("attribution: got %q, want %q", rec.Attribution, tt.wantAttr)
 			}
+			wantRepaired := len(tt.wantDiff) > 0
+			if tt.requeued != nil {
+				if rec.Requeued != 1 {
+					t.Errorf("requeued %d releases, want the stale holder's", rec.Requeued)
+				}
+				f.drain(tt.requeued(f)) // the relay's next pass
+				wantRepaired = false
+			} else if rec.Requeued != 0 {
+				t.Errorf("a read-only reconcile requeued %d releases, want none", rec.Requeued)
+			}
 
 			rec, err = svc.Reconcile(f.ctx, f.sale.ID, true)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rec.Repaired != (len(tt.wantDiff) > 0) {
-				t.Errorf("repaired: got %v, want %v", rec.Repaired, len(tt.wantDiff) > 0)
+			if rec.Repaired != wantRepaired {
+				t.Errorf("repaired: got %v, want %v", rec.Repaired, wantRepaired)
 			}
 			again, err := svc.Reconcile(f.ctx, f.sale.ID, false)
 			if err != nil {
