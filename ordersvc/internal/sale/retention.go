@@ -27,7 +27,9 @@ const retiredLookback = 30 * 24 * time.Hour
 // PostgreSQL); one loaded again within retiredLookback after it is
 // dropped at the next pass.
 func (s *Service) ExpireHotCopies(ctx context.Context, now time.Time, retention time.Duration) (int, error) {
-	sales, err := s.store.HotCopyExpiries(ctx, now.Add(-retiredLookback), s.window+retention)
+	// Once the in-flight window after its payment window has passed too:
+	// until then the sale's keys keep no expiry.
+	sales, err := s.store.HotCopyExpiries(ctx, now.Add(-retiredLookback), now.Add(-s.window), s.window+retention)
 	if err != nil {
 		return 0, err
 	}

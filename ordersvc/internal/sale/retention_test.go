@@ -38,7 +38,19 @@ func TestExpireHotCopies(t *testing.T) {
 	}
 	keys := []string{stock.StockKey(sl.ID, sl.Items[0].ID), stock.StockKey(sl.ID, sl.Items[1].ID), stock.HoldersKey(sl.ID)}
 
-	n, err := svc.ExpireHotCopies(ctx, time.Now(), retention)
+	// While it sells, and until its last order's window and the in-flight
+	// window have passed, the sale's keys get no expiry: a Redis evicting
+	// keys that have one could otherwise take them mid-sale.
+	if _, err := svc.ExpireHotCopies(ctx, time.Now(), retention); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range keys {
+		if got := expiry(key); got != -1 {
+			t.Errorf("%s of a live sale expires at %d, want no expiry", key, got)
+		}
+	}
+	settled := sl.EndsAt.Add(sl.PaymentTTL + window + time.Second)
+	n, err := svc.ExpireHotCopies(ctx, settled, retention)
 	if err != nil || n < 1 {
 		t.Fatalf("ExpireHotCopies: %d sales, %v; want this one at least", n, err)
 	}

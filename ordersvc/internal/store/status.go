@@ -93,13 +93,17 @@ type HotCopyExpiry struct {
 
 // HotCopyExpiries lists the sales whose copy in Redis may go after since,
 // with the time it may: after the sale's end, its payment window (the
-// last order it accepted can end no later) and after besides.
-func (s *Store) HotCopyExpiries(ctx context.Context, since time.Time, after time.Duration) ([]HotCopyExpiry, error) {
+// last order it accepted can end no later) and after besides. Only sales
+// whose payment window closed by settled are listed: a live sale's keys
+// get no expiry, which a Redis evicting keys with one (a volatile-*
+// maxmemory-policy) could act on mid-sale.
+func (s *Store) HotCopyExpiries(ctx context.Context, since, settled time.Time, after time.Duration) ([]HotCopyExpiry, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT s.id, s.ends_at + s.payment_ttl + $2::bigint * interval '1 microsecond', array_agg(i.id ORDER BY i.id)
 		FROM flash_sale s JOIN flash_sale_item i ON i.sale_id = s.id
 		WHERE s.ends_at + s.payment_ttl + $2::bigint * interval '1 microsecond' > $1
-		GROUP BY s.id ORDER BY s.id`, since, after.Microseconds())
+		  AND s.ends_at + s.payment_ttl <= $3
+		GROUP BY s.id ORDER BY s.id`, since, after.Microseconds(), settled)
 	if err != nil {
 		return nil, fmt.Errorf("list sales' hot copy expiries: %w", err)
 	}
