@@ -34,7 +34,8 @@ async function call(method, path, body) {
     body: body === undefined ? undefined : JSON.stringify(body) });
   let data = null;
   try { data = await res.json(); } catch (e) { data = null; }
-  return { ok: res.ok, status: res.status, data };
+  const retry = parseInt(res.headers.get("Retry-After") || "", 10);
+  return { ok: res.ok, status: res.status, data, retryAfterMs: retry > 0 ? retry * 1000 : 0 };
 }
 
 async function refresh() {
@@ -49,12 +50,18 @@ async function refresh() {
       $("login").classList.remove("hidden");
       return;
     }
-    if (!r.ok) throw new Error("status " + r.status);
+    if (!r.ok) {
+      const e = new Error("status " + r.status);
+      e.retryAfterMs = r.retryAfterMs;
+      throw e;
+    }
     failDelay = 2000;
     render(r.data);
   } catch (e) {
-    failDelay = Math.min(30000, failDelay * 2);
-    next = failDelay;
+    // Back off, no sooner than the gateway asks, with some jitter so that
+    // many dashboards open at once do not come back together.
+    failDelay = Math.min(30000, Math.max(failDelay * 2, e.retryAfterMs || 0));
+    next = failDelay * (0.8 + 0.4 * Math.random());
     $("server-clock").textContent = "gateway not answering; retrying in " + Math.round(next / 1000) + " s";
   }
   timer = setTimeout(refresh, next);
@@ -151,8 +158,13 @@ function renderSales(sales) {
       input.addEventListener("focus", () => { input.dataset.editing = "1"; });
       card.querySelector(".set-rate").addEventListener("click", async () => {
         const v = parseFloat(input.value);
-        const r = await call("PUT", "/admin/sales/" + s.id + "/admission-rate", { rate: v });
-        card.querySelector(".msg").textContent = r.ok ? "set to " + r.data.admissionRate + "/s" : "refused (" + r.status + ")";
+        const msg = card.querySelector(".msg");
+        try {
+          const r = await call("PUT", "/admin/sales/" + s.id + "/admission-rate", { rate: v });
+          msg.textContent = r.ok && r.data ? "set to " + r.data.admissionRate + "/s" : "refused (" + r.status + ")";
+        } catch (e) {
+          msg.textContent = "not sent: the gateway did not answer";
+        }
         delete input.dataset.editing;
         refresh();
       });
@@ -285,9 +297,13 @@ async function saveLimits() {
   if (edited.size === 0) {
     $("limits-msg").textContent = "nothing changed";
   } else {
-    const r = await call("PUT", "/admin/limits", body);
-    $("limits-msg").textContent = r.ok ? "applied: " + [...edited].join(", ") :
-      "refused (" + r.status + "): " + ((r.data && r.data.message) || "");
+    try {
+      const r = await call("PUT", "/admin/limits", body);
+      $("limits-msg").textContent = r.ok ? "applied: " + [...edited].join(", ") :
+        "refused (" + r.status + "): " + ((r.data && r.data.message) || "");
+    } catch (e) {
+      $("limits-msg").textContent = "not sent: the gateway did not answer";
+    }
   }
   editing = false;
   refresh();
