@@ -255,14 +255,11 @@ func (s *Service) requeueStale(ctx context.Context, saleID int64, diffs []Differ
 			ids = append(ids, id)
 		}
 	}
-	requeued, err := s.store.RequeueReleases(ctx, saleID, ids)
+	n, err := s.requeue(ctx, saleID, ids)
 	if err != nil {
 		return 0, fmt.Errorf("the releases of stale holders were not requeued: %w", err)
 	}
-	if len(requeued) > 0 && s.drain != nil {
-		_, _ = s.drain(ctx, requeued) // a failure leaves them queued for the relay's next pass
-	}
-	return len(requeued), nil
+	return n, nil
 }
 
 // writeOffLeaked ends a repair's leaked holders the way the

@@ -369,12 +369,23 @@ func (s *Service) requeueEnded(ctx context.Context, saleID int64, kept []stock.H
 			ids = append(ids, id)
 		}
 	}
-	requeued, err := s.store.RequeueReleases(ctx, saleID, ids)
+	n, err := s.requeue(ctx, saleID, ids)
 	if err != nil {
 		return 0, fmt.Errorf("the releases of orders that ended while the copy was written were not requeued: %w", err)
 	}
+	return n, nil
+}
+
+// requeue marks the done releases of orderIDs to run again and drains
+// them now when the service has the relay (a failure leaves them queued
+// for its next pass); it returns how many it requeued.
+func (s *Service) requeue(ctx context.Context, saleID int64, orderIDs []uuid.UUID) (int, error) {
+	requeued, err := s.store.RequeueReleases(ctx, saleID, orderIDs)
+	if err != nil {
+		return 0, err
+	}
 	if len(requeued) > 0 && s.drain != nil {
-		_, _ = s.drain(ctx, requeued) // a failure leaves them queued for the relay's next pass
+		_, _ = s.drain(ctx, requeued)
 	}
 	return len(requeued), nil
 }
