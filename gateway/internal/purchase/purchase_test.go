@@ -546,11 +546,8 @@ func (p pausingPublisher) Publish(int64, []byte) error {
 // sold again), and the 202 would name an order that never exists. One in
 // time is trusted without asking PostgreSQL.
 func TestLateAcknowledgementIsSettled(t *testing.T) {
-	testenv.Require(t, testenv.RedisAddr())
 	ctx := testenv.Context(t)
-	rc := testenv.RedisClient(t, testenv.RedisAddr())
-	st := stock.New(rc)
-	const item, units = 1, 5
+	const item, units = 1, 5 // redisSale's item
 	for _, tt := range []struct {
 		name      string
 		pause     time.Duration
@@ -563,10 +560,7 @@ func TestLateAcknowledgementIsSettled(t *testing.T) {
 		{name: "acknowledged late, the order stored: 202", pause: time.Minute, settled: Placed, want202: true, wantAsked: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			sale := 8_000_000_000 + time.Now().UnixNano()%1_000_000_000*10 + saleSeq.Add(1)
-			t.Cleanup(func() {
-				rc.Do(context.Background(), rc.B().Del().Key(stock.StockKey(sale, item), stock.HoldersKey(sale)).Build())
-			})
+			rc, st, sale := redisSale(t)
 			if err := st.Load(ctx, sale, []stock.ItemStock{{ItemID: item, Left: units}}, nil); err != nil {
 				t.Fatal(err)
 			}
