@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,56 +14,12 @@ import (
 	"flashsale/tools/testenv"
 )
 
-// startPasswordRedis runs a throwaway redis-server (the one the local
-// stack installs) that requires password, on a free loopback port, until
-// the test ends. A port taken between the pick and the bind is retried.
-func startPasswordRedis(t *testing.T, password string) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server not installed (deploy/stack.sh up installs it): %v", err)
-	}
-	for attempt := 0; attempt < 5; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-		l.Close()
-		cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--requirepass", password,
-			"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--logfile", "")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		addr := "127.0.0.1:" + port
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			select {
-			case <-exited: // the port was taken after all
-			default:
-				if c, err := net.Dial("tcp", addr); err == nil {
-					c.Close()
-					t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-					return addr
-				}
-				continue
-			}
-			break
-		}
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-	t.Fatal("redis-server with a password did not start in 5 attempts")
-	return ""
-}
-
 // A redis:// URL carries the password: the client authenticates and
 // works; a wrong or missing password fails at New with an error that says
 // the credentials were refused and never shows them.
 func TestURLAuthenticates(t *testing.T) {
 	const password = "s3cret-redis-pass"
-	addr := startPasswordRedis(t, password)
+	addr := testenv.ThrowawayRedis(t, "--requirepass", password)
 	ctx := testenv.Context(t)
 	tests := []struct {
 		name    string
@@ -112,7 +66,7 @@ func TestURLAuthenticates(t *testing.T) {
 // The URL's database is selected: a key written through /2 is not in 0.
 func TestURLSelectsDatabase(t *testing.T) {
 	const password = "another-pass"
-	addr := startPasswordRedis(t, password)
+	addr := testenv.ThrowawayRedis(t, "--requirepass", password)
 	ctx := context.Background()
 	db2, err := redisconn.New("redis://:"+password+"@"+addr+"/2", rueidis.ClientOption{DisableCache: true})
 	if err != nil {

@@ -469,3 +469,50 @@ func BlackHole(t testing.TB) string {
 	})
 	return ln.Addr().String()
 }
+
+// ThrowawayRedis runs a redis-server of its own (the one the local stack
+// installs) on a free loopback port until the test ends, with args added
+// to its command line (e.g. "--requirepass", "p", or "--maxmemory",
+// "64mb"), and returns its address. For tests that need a server
+// configured unlike the stack's, or that change its configuration. A port
+// taken between the pick and the bind is retried.
+func ThrowawayRedis(t testing.TB, args ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server not installed (deploy/stack.sh up installs it): %v", err)
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+		l.Close()
+		cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--logfile", ""}, args...)...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		addr := "127.0.0.1:" + port
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			select {
+			case <-exited: // the port was taken after all, or the arguments were refused
+			default:
+				if c, err := net.Dial("tcp", addr); err == nil {
+					c.Close()
+					t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+					return addr
+				}
+				continue
+			}
+			break
+		}
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	t.Fatalf("redis-server %v did not start in 5 attempts", args)
+	return ""
+}

@@ -39,6 +39,7 @@ type Gateway struct {
 	cfg      config.Config
 	log      *slog.Logger
 	redis    rueidis.Client
+	eviction *redisconn.EvictionWatch // readiness: no Redis node may evict the sale's keys
 	pool     *pgxpool.Pool
 	producer *publish.Producer
 	catalog  *catalog.Catalog
@@ -115,6 +116,10 @@ func (g *Gateway) dialClients(ctx context.Context) error {
 		return err
 	}
 	g.redis = rc
+	if err := redisconn.RefuseEviction(ctx, rc, g.log); err != nil {
+		return err
+	}
+	g.eviction = redisconn.NewEvictionWatch(rc, redisconn.EvictionRecheck, g.log)
 	g.pool, err = pgxpool.New(ctx, g.cfg.PostgresDSN)
 	if err != nil {
 		return fmt.Errorf("postgres pool: %w", err)
@@ -186,7 +191,7 @@ func (g *Gateway) buildAPI(ctx context.Context, verifier *auth.Verifier) error {
 			if !g.catalog.Loaded() {
 				return catalog.ErrNoCatalog
 			}
-			return nil
+			return g.eviction.Err(ctx)
 		},
 		AdminToken: cfg.AdminToken,
 		BaseCtx:    context.WithoutCancel(ctx),

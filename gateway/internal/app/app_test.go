@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,6 +28,7 @@ import (
 	"flashsale/pkg/auth"
 	pkgconfig "flashsale/pkg/config"
 	"flashsale/pkg/event"
+	"flashsale/pkg/redisconn"
 	"flashsale/pkg/schema"
 	"flashsale/pkg/stock"
 	"flashsale/tools/kafkatopic"
@@ -595,5 +597,69 @@ func TestServeListenersStopsWhenCancelledAtOnce(t *testing.T) {
 		case <-time.After(15 * time.Second):
 			t.Fatalf("round %d: ServeListeners still serving 15s after its context ended", i)
 		}
+	}
+}
+
+// A gateway does not start on a Redis that may evict the sale's keys, and
+// one whose Redis starts evicting says so on /readyz (load balancers then
+// stop sending it shoppers) and in its log.
+func TestRedisThatMayEvict(t *testing.T) {
+	testenv.Require(t, testenv.PostgresAddr(), testenv.KafkaBrokers())
+	env := map[string]string{
+		"FLASHSALE_PG_DSN":        testenv.PostgresDSN(),
+		"FLASHSALE_KAFKA_BROKERS": testenv.KafkaBrokers(),
+		"FLASHSALE_JWT_HS256_KEY": string(jwtKey),
+		"FLASHSALE_GATE_KEY":      string(gateKey),
+		"FLASHSALE_ADMIN_TOKEN":   "test-admin-token-0123",
+	}
+	start := func(redisAddr string) (*Gateway, *lockedBuffer, error) {
+		env["FLASHSALE_REDIS_ADDR"] = redisAddr
+		cfg, err := config.Load(pkgconfig.Vars(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs := &lockedBuffer{}
+		gw, err := New(t.Context(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
+		return gw, logs, err
+	}
+
+	evicting := testenv.ThrowawayRedis(t, "--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru")
+	if gw, _, err := start(evicting); !errors.Is(err, redisconn.ErrEvicts) || !strings.Contains(err.Error(), evicting) {
+		if gw != nil {
+			gw.Close()
+		}
+		t.Fatalf("New on %s with volatile-lru: %v, want the policy refused", evicting, err)
+	}
+
+	addr := testenv.ThrowawayRedis(t)
+	gw, logs, err := start(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	pub, _ := net.Listen("tcp", "127.0.0.1:0")
+	adm, _ := net.Listen("tcp", "127.0.0.1:0")
+	done := make(chan error, 1)
+	go func() { done <- gw.ServeListeners(sctx, pub, adm) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gateway shutdown: %v", err)
+		}
+	}()
+	rc := testenv.RedisClient(t, addr)
+	if err := rc.Do(t.Context(), rc.B().ConfigSet().ParameterValue().ParameterValue("maxmemory-policy", "allkeys-lru").ParameterValue("maxmemory", "1gb").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + adm.Addr().String() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with Redis evicting: %d, want 503", resp.StatusCode)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "allkeys-lru") {
+		t.Errorf("the log does not say Redis may evict:\n%s", l)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -189,12 +190,18 @@ func openLag(cfg config.Config) (*lag.Reader, error) {
 		Security: cfg.KafkaSecurity})
 }
 
-func openRedis(cfg config.Config) (rueidis.Client, error) {
+// openRedis connects to Redis and refuses one that may evict the sale's
+// keys (log says when the policy cannot be read).
+func openRedis(ctx context.Context, cfg config.Config, log *slog.Logger) (rueidis.Client, error) {
 	// The stock keys are written by scripts and read once per admin call:
 	// client-side caching would only add invalidation traffic.
 	// One node or a cluster's seed list: redisconn lets rueidis pick the mode.
 	rc, err := redisconn.New(cfg.RedisAddr, rueidis.ClientOption{DisableCache: true})
 	if err != nil {
+		return nil, err
+	}
+	if err := redisconn.RefuseEviction(ctx, rc, log); err != nil {
+		rc.Close()
 		return nil, err
 	}
 	return rc, nil
@@ -218,7 +225,7 @@ func openSales(ctx context.Context, cfg config.Config, stderr io.Writer) (svc *s
 	if err != nil {
 		return nil, nil, err
 	}
-	rc, err := openRedis(cfg)
+	rc, err := openRedis(ctx, cfg, slog.New(slog.NewTextHandler(stderr, nil)))
 	if err != nil {
 		pool.Close()
 		return nil, nil, err

@@ -23,6 +23,7 @@ import (
 	"flashsale/pkg/auth"
 	pkgconfig "flashsale/pkg/config"
 	"flashsale/pkg/event"
+	"flashsale/pkg/redisconn"
 	"flashsale/pkg/stock"
 	"flashsale/tools/scrape"
 	"flashsale/tools/testenv"
@@ -202,6 +203,23 @@ func TestCreateSaleAndLoadStock(t *testing.T) {
 	}
 }
 
+// A Redis that may evict the sale's keys is refused by every command
+// that writes them, before it writes anything, and the error says what to
+// set.
+func TestRedisThatMayEvictIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	addr := testenv.ThrowawayRedis(t, "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru")
+	env, _, _ := toolEnv(t, map[string]string{"FLASHSALE_REDIS_ADDR": addr, "FLASHSALE_JWT_HS256_KEY": jwtKey,
+		"FLASHSALE_ADMIN_TOKEN": adminToken, "FLASHSALE_ORDERSVC_ADDR": freeAddr(t), "FLASHSALE_ORDERSVC_ADMIN_ADDR": freeAddr(t)})
+	for _, args := range [][]string{{"load-stock", "--sale", "1"}, {"reconcile", "--sale", "1"}, {"serve"}} {
+		err := app.Run(ctx, args, env, io.Discard, io.Discard)
+		if !errors.Is(err, redisconn.ErrEvicts) || !strings.Contains(err.Error(), "allkeys-lru") || !strings.Contains(err.Error(), "noeviction") {
+			t.Errorf("%v: %v, want the evicting policy refused", args, err)
+		}
+	}
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -264,6 +282,9 @@ func TestServe(t *testing.T) {
 		code, body := call(t, "GET", admin+"/readyz", "", "")
 		return code == 200, string(body)
 	})
+	if _, body := call(t, "GET", admin+"/readyz", "", ""); !bytes.Contains(body, []byte(`"redis":"ok"`)) {
+		t.Errorf("readiness does not check Redis's eviction policy: %s", body)
+	}
 
 	code, body := call(t, "POST", admin+"/admin/sales", bearer, fmt.Sprintf(
 		`{"name":"serve %s","startsAt":%q,"endsAt":%q,"paymentTtlSeconds":600,"items":[{"productId":"p","name":"phone","price":"10.00","quantity":2}]}`,

@@ -24,6 +24,7 @@ import (
 	"flashsale/ordersvc/internal/store"
 	"flashsale/pkg/auth"
 	"flashsale/pkg/httpserver"
+	"flashsale/pkg/redisconn"
 )
 
 // Serve migrates the database, then runs the consumer, the relay, the
@@ -80,7 +81,7 @@ func openClients(ctx context.Context, cfg config.Config, log *slog.Logger) (clie
 		return clients{}, err
 	}
 	log.Info("schema ready", "from", from, "to", to)
-	rc, err := openRedis(cfg)
+	rc, err := openRedis(ctx, cfg, log)
 	if err != nil {
 		pool.Close()
 		return clients{}, err
@@ -141,7 +142,8 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 	}
 	svc := &service{cons: cons, relay: rl, tracker: tracker,
 		sweeper: expiry.New(st, rl, log.With("component", "expiry"), m, cfg.ExpiryBatch),
-		health:  api.NewHealth(st, m, map[string]api.ReadyChecker{"kafka-consumer": cons}),
+		health: api.NewHealth(st, m, map[string]api.ReadyChecker{"kafka-consumer": cons,
+			"redis": evictionCheck{redisconn.NewEvictionWatch(c.rc, redisconn.EvictionRecheck, log)}}),
 		sales: sale.NewService(st, stk, sale.WithAcceptedRecords(c.rc), sale.WithCatchUp(c.lag, cfg.CatchUpTimeout),
 			sale.WithLagTracker(tracker), sale.WithMetrics(m), sale.WithInFlightWindow(cfg.InFlightWindow),
 			sale.WithReleases(rl.Drain)),
@@ -157,6 +159,16 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 	svc.public = httpserver.New("ordersvc-public", public.Handler(base), cfg.PublicHTTP, log, countPanic)
 	svc.admin = httpserver.New("ordersvc-admin", api.NewAdmin(svc.sales, cfg.AdminToken, svc.health, webhook, log).StopLongOpsWith(ctx).Handler(base), cfg.AdminHTTP, log, countPanic)
 	return svc, nil
+}
+
+// evictionCheck is the readiness check that no Redis node may evict the
+// sale's keys (the service writes them: releases, repairs, loads).
+type evictionCheck struct{ w *redisconn.EvictionWatch }
+
+func (e evictionCheck) Ready() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return e.w.Err(ctx)
 }
 
 // listen opens the public and the admin listener.

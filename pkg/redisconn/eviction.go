@@ -1,0 +1,179 @@
+package redisconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// ErrEvicts: a Redis node has a memory limit and a policy that lets it
+// delete keys to stay under it. A sale's keys are its only copy of the
+// stock while it runs: an evicted holders hash lets shoppers buy twice and
+// loses their units, an evicted stock key stops the sale, an evicted
+// accepted record or spent admission token breaks what the shopper was
+// told. Every flash-sale key lives in a Redis that refuses writes when full
+// (maxmemory-policy noeviction, or no maxmemory at all).
+var ErrEvicts = errors.New("redis may evict the sale's keys: set maxmemory-policy noeviction (or maxmemory 0) on every node")
+
+// NodeMemory is what one node's INFO memory says about eviction.
+type NodeMemory struct {
+	Addr      string
+	MaxMemory int64  // bytes; 0 is no limit
+	Policy    string // maxmemory-policy
+}
+
+// Evicts reports whether the node may delete keys on its own: only with a
+// limit, and a policy other than noeviction.
+func (m NodeMemory) Evicts() bool { return m.MaxMemory > 0 && m.Policy != "noeviction" }
+
+func (m NodeMemory) String() string {
+	return fmt.Sprintf("%s (maxmemory %d, maxmemory-policy %s)", m.Addr, m.MaxMemory, m.Policy)
+}
+
+// ParseMemoryInfo reads maxmemory and maxmemory_policy from the text of
+// INFO memory; both must be there.
+func ParseMemoryInfo(info string) (maxMemory int64, policy string, err error) {
+	var haveMax bool
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "maxmemory":
+			if maxMemory, err = strconv.ParseInt(v, 10, 64); err != nil || maxMemory < 0 {
+				return 0, "", fmt.Errorf("INFO memory: maxmemory %q is not a byte count", v)
+			}
+			haveMax = true
+		case "maxmemory_policy":
+			policy = v
+		}
+	}
+	if !haveMax || policy == "" {
+		return 0, "", errors.New("INFO memory: no maxmemory or maxmemory_policy field")
+	}
+	return maxMemory, policy, nil
+}
+
+// Memory asks every node the client knows (a cluster's masters and the
+// replicas it holds connections to) for its memory limit and policy,
+// sorted by address.
+func Memory(ctx context.Context, c rueidis.Client) ([]NodeMemory, error) {
+	nodes := c.Nodes()
+	out := make([]NodeMemory, 0, len(nodes))
+	var errs []error
+	for addr, n := range nodes {
+		info, err := n.Do(ctx, n.B().Info().Section("memory").Build()).ToString()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("redis %s: INFO memory: %w", addr, err))
+			continue
+		}
+		max, policy, err := ParseMemoryInfo(info)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("redis %s: %w", addr, err))
+			continue
+		}
+		out = append(out, NodeMemory{Addr: addr, MaxMemory: max, Policy: policy})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
+	return out, errors.Join(errs...)
+}
+
+// CheckEviction returns an error wrapping ErrEvicts that names every node
+// that may evict keys, or the error of a node that could not be asked. A
+// node whose server refuses INFO (an ACL without it, a managed Redis that
+// renames it) cannot be checked and is not held against the caller: that
+// error is returned wrapped in ErrUncheckable, which callers log and pass.
+func CheckEviction(ctx context.Context, c rueidis.Client) error {
+	nodes, err := Memory(ctx, c)
+	var bad []string
+	for _, n := range nodes {
+		if n.Evicts() {
+			bad = append(bad, n.String())
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %s", ErrEvicts, strings.Join(bad, "; "))
+	}
+	if err != nil {
+		var re *rueidis.RedisError
+		if errors.As(err, &re) {
+			return fmt.Errorf("%w: %w", ErrUncheckable, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// ErrUncheckable: a node answered INFO memory with an error of its own,
+// so its eviction policy is unknown.
+var ErrUncheckable = errors.New("redis eviction policy unknown")
+
+// RefuseEviction is the start-up check of a binary that writes a sale's
+// keys: it fails when a node may evict them, logs a warning when a node
+// cannot be asked, and otherwise says nothing.
+func RefuseEviction(ctx context.Context, c rueidis.Client, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := CheckEviction(ctx, c)
+	if errors.Is(err, ErrUncheckable) {
+		log.Warn("cannot check Redis's eviction policy; it must be noeviction", "err", err)
+		return nil
+	}
+	return err
+}
+
+// EvictionWatch checks the policy again for readiness probes, at most once
+// per interval (a probe flood costs Redis nothing more), and logs each
+// change between evicting and not. A node's policy changes under a running
+// service with CONFIG SET, or when a replica with another configuration
+// takes over.
+type EvictionWatch struct {
+	c     rueidis.Client
+	every time.Duration
+	log   *slog.Logger
+	now   func() time.Time
+
+	mu  sync.Mutex
+	at  time.Time
+	err error // nil, or wraps ErrEvicts
+}
+
+// EvictionRecheck is how often a readiness probe asks the nodes again.
+const EvictionRecheck = 10 * time.Second
+
+// NewEvictionWatch watches c's nodes, asking them at most once per every.
+func NewEvictionWatch(c rueidis.Client, every time.Duration, log *slog.Logger) *EvictionWatch {
+	return &EvictionWatch{c: c, every: every, log: log, now: time.Now}
+}
+
+// Err returns an error wrapping ErrEvicts while a node may evict keys. A
+// node that cannot be reached or refuses INFO keeps the last answer: the
+// readiness probe's own Redis check reports an unreachable server.
+func (w *EvictionWatch) Err(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if now := w.now(); w.at.IsZero() || now.Sub(w.at) >= w.every {
+		err := CheckEviction(ctx, w.c)
+		if err != nil && !errors.Is(err, ErrEvicts) {
+			return w.err // unknown: keep the last answer, ask again next time
+		}
+		w.at = now
+		switch {
+		case err != nil && w.err == nil:
+			w.log.Error("Redis may evict the sale's keys: not ready until every node has maxmemory-policy noeviction", "err", err)
+		case err == nil && w.err != nil:
+			w.log.Info("Redis no longer evicts keys: ready again")
+		}
+		w.err = err
+	}
+	return w.err
+}
