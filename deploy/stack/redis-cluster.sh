@@ -68,7 +68,7 @@ rc_node_start() { # PORT
 	# no better copy to wait for. Partial coverage keeps the slots of the
 	# live masters serving while one master is failing over.
 	redis-server --port "$port" --bind "$HOST" --protected-mode no \
-		--save "" --appendonly no --maxmemory 0 \
+		--save "" --appendonly no --maxmemory 0 --maxmemory-policy noeviction \
 		--cluster-enabled yes --cluster-config-file nodes.conf --cluster-port "$bus" \
 		--cluster-node-timeout 2000 --cluster-replica-validity-factor 0 \
 		--cluster-require-full-coverage no \

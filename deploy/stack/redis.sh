@@ -27,7 +27,7 @@ cmd_start() {
 	mkdir -p "$REDIS_DIR"
 	rm -f "$REDIS_PID"
 	redis-server --port "$REDIS_PORT" --bind "$HOST" --protected-mode no \
-		--save "" --appendonly no --maxmemory 0 \
+		--save "" --appendonly no --maxmemory 0 --maxmemory-policy noeviction \
 		--daemonize yes --pidfile "$REDIS_PID" --logfile "$REDIS_LOG" --dir "$REDIS_DIR" \
 		</dev/null >/dev/null 2>&1 9>&- || {
 		tail_log "$REDIS_LOG"
