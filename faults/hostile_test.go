@@ -189,7 +189,11 @@ func TestHostileInputOnRealBinaries(t *testing.T) {
 			t.Errorf("connection %d from one IP was served (%q) while %d were held, want 429 with FLASHSALE_MAX_CONNS_PER_IP=%d", served, strings.TrimSpace(status), maxConns, maxConns)
 			break
 		}
-		if served == maxConns && strings.Contains(status, " 429 ") {
+		if served == maxConns && strings.HasPrefix(status, "429 ") {
+			// The API's refusal, not a bare status line: JSON, Retry-After.
+			if want := `429 Retry-After=1 Content-Type=application/json {"error":"RATE_LIMITED"`; !strings.HasPrefix(status, want) {
+				t.Errorf("the refused connection was answered %q, want %q…", status, want)
+			}
 			break
 		}
 		if round == 3 {
@@ -289,9 +293,15 @@ func connsUntilRefused(t *testing.T, addr string, maxConns int) (served int, sta
 		held = append(held, c)
 		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
 		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		status, _ = bufio.NewReader(c).ReadString('\n')
-		if !strings.Contains(status, " 200 ") {
-			return served, status
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return served, err.Error()
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			// The refusal as one line: status, the headers that matter, body.
+			return served, fmt.Sprintf("%d Retry-After=%s Content-Type=%s %s", resp.StatusCode,
+				resp.Header.Get("Retry-After"), resp.Header.Get("Content-Type"), body)
 		}
 		served++
 	}

@@ -18,6 +18,7 @@ require (
 	github.com/redis/rueidis v1.0.80
 	github.com/valyala/fasthttp v1.79.0
 	golang.org/x/sync v0.25.0
+	golang.org/x/time v0.6.0
 )
 
 require (

@@ -34,26 +34,49 @@ type Config struct {
 // Option adjusts one server.
 type Option func(*fasthttp.Server, *settings)
 
-type settings struct{ onPanic func() }
+type settings struct {
+	onPanic       func()
+	onConnRefused func(reason string)
+}
 
 // OnPanic is called after a handler panic has been answered, e.g. to count
 // it on /metrics.
 func OnPanic(f func()) Option { return func(_ *fasthttp.Server, s *settings) { s.onPanic = f } }
 
+// OnConnRefused is called for each connection refused by a limit, with
+// RefusedPerIP or RefusedConcurrency, e.g. to count it on /metrics.
+func OnConnRefused(f func(reason string)) Option {
+	return func(_ *fasthttp.Server, s *settings) { s.onConnRefused = f }
+}
+
+// Server is a fasthttp server whose Serve enforces the configured
+// connection limits itself (see connLimits): a refused connection is
+// answered in the API's JSON error body with Retry-After.
+type Server struct {
+	*fasthttp.Server
+	limits *connLimits
+}
+
+// Serve serves ln under the connection limits until the server shuts down.
+func (s *Server) Serve(ln net.Listener) error { return s.Server.Serve(s.limits.wrap(ln)) }
+
 // readBufferSize bounds a request's headers: larger ones get 431.
 const readBufferSize = 8192
 
 // New returns the server named name serving h, wrapped in Recover.
-func New(name string, h fasthttp.RequestHandler, cfg Config, log *slog.Logger, opts ...Option) *fasthttp.Server {
+func New(name string, h fasthttp.RequestHandler, cfg Config, log *slog.Logger, opts ...Option) *Server {
 	srv := &fasthttp.Server{
 		Name:               name,
 		ReadTimeout:        cfg.ReadTimeout,
 		WriteTimeout:       cfg.WriteTimeout,
 		IdleTimeout:        cfg.IdleTimeout,
 		MaxRequestBodySize: cfg.MaxBodyBytes,
-		Concurrency:        cfg.Concurrency,
-		MaxConnsPerIP:      cfg.MaxConnsPerIP,
-		ReadBufferSize:     readBufferSize,
+		// The listener enforces both connection limits (connLimits).
+		// fasthttp's count of connections being served trails it by a
+		// connection's last steps after its Close: twice the limit keeps
+		// fasthttp from refusing in plain text what the listener let in.
+		Concurrency:    2 * cfg.Concurrency,
+		ReadBufferSize: readBufferSize,
 		// Shutdown closes idle keep-alive connections instead of waiting
 		// out IdleTimeout on each.
 		CloseOnShutdown:       true,
@@ -67,7 +90,7 @@ func New(name string, h fasthttp.RequestHandler, cfg Config, log *slog.Logger, o
 		o(srv, &s)
 	}
 	srv.Handler = Recover(log, s.onPanic, h)
-	return srv
+	return &Server{Server: srv, limits: newConnLimits(cfg, s.onConnRefused, log)}
 }
 
 // Recover answers a panicking handler's request with 500 and the JSON

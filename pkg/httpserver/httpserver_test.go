@@ -105,9 +105,11 @@ func TestParseErrorsAreJSON(t *testing.T) {
 func TestNewAppliesConfig(t *testing.T) {
 	srv := New("svc", nil, Config{ReadTimeout: 2 * time.Second, WriteTimeout: 3 * time.Second, IdleTimeout: 4 * time.Second,
 		MaxBodyBytes: 5, Concurrency: 6, MaxConnsPerIP: 7}, slog.New(slog.DiscardHandler))
+	// The listener enforces the connection limits; fasthttp's own are off
+	// (per IP) or out of its way (twice the listener's).
 	got := []any{srv.Name, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout, srv.MaxRequestBodySize, srv.Concurrency,
-		srv.MaxConnsPerIP, srv.DisableHeaderNamesNormalizing, srv.CloseOnShutdown}
-	want := []any{"svc", 2 * time.Second, 3 * time.Second, 4 * time.Second, 5, 6, 7, false, true}
+		srv.MaxConnsPerIP, srv.DisableHeaderNamesNormalizing, srv.CloseOnShutdown, srv.limits.total, srv.limits.perIP}
+	want := []any{"svc", 2 * time.Second, 3 * time.Second, 4 * time.Second, 5, 12, 0, false, true, 6, 7}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("field %d: %v, want %v", i, got[i], want[i])
@@ -123,7 +125,7 @@ func TestShutdownBeforeServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := New("test", func(*fasthttp.RequestCtx) {}, testConfig, slog.New(slog.DiscardHandler))
-	if err := Shutdown(context.Background(), srv, ln); err != nil {
+	if err := Shutdown(context.Background(), srv.Server, ln); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

@@ -49,8 +49,8 @@ type Gateway struct {
 	bypass   *queue.Bypass
 	api      *httpapi.API
 	dash     *web.Dashboard
-	public   *fasthttp.Server
-	admin    *fasthttp.Server
+	public   *httpserver.Server
+	admin    *httpserver.Server
 	// limits are the rate limits the last load of the configuration set
 	// (New or Reload): a reload applies only those it changes.
 	limits limitSettings
@@ -238,8 +238,9 @@ func (g *Gateway) buildServers() error {
 	return nil
 }
 
-func (g *Gateway) server(name string, h fasthttp.RequestHandler) *fasthttp.Server {
-	return httpserver.New(name, h, g.cfg.HTTP(), g.log, httpserver.OnPanic(g.api.CountPanic))
+func (g *Gateway) server(name string, h fasthttp.RequestHandler) *httpserver.Server {
+	return httpserver.New(name, h, g.cfg.HTTP(), g.log, httpserver.OnPanic(g.api.CountPanic),
+		httpserver.OnConnRefused(g.api.CountConnRefused))
 }
 
 // Reload applies the settings that can change without a restart: the rate
@@ -441,10 +442,10 @@ func (g *Gateway) shutdown(pub, adm net.Listener) error {
 	var errs []error
 	// Shutdown stops accepting and waits for in-flight purchases, each of
 	// which already has its broker acknowledgement or its release.
-	if err := httpserver.Shutdown(ctx, g.public, pub); err != nil {
+	if err := httpserver.Shutdown(ctx, g.public.Server, pub); err != nil {
 		errs = append(errs, fmt.Errorf("shutdown public listener: %w", err))
 	}
-	if err := httpserver.Shutdown(ctx, g.admin, adm); err != nil {
+	if err := httpserver.Shutdown(ctx, g.admin.Server, adm); err != nil {
 		errs = append(errs, fmt.Errorf("shutdown admin listener: %w", err))
 	}
 	g.log.Info("gateway stopped accepting; in-flight purchases drained")

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"flashsale/pkg/httpserver"
 )
 
 // Namespace prefixes every metric of the gateway.
@@ -71,6 +73,8 @@ type Metrics struct {
 	replays prometheus.Counter
 	// orderLookups: GET /api/flash-sales/{saleId}/order answers, by outcome.
 	orderLookups [lookupCount]prometheus.Counter
+	// connsRefused: connections refused by a listener's limit, by reason.
+	connsRefused *prometheus.CounterVec
 }
 
 // NewMetrics creates the counters and registers them with reg.
@@ -91,6 +95,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		admissions:  counter("admissions_total", "Admission tokens issued."),
 		badProof:    counter("bad_proof_total", "Queue joins refused for a missing or wrong proof of work."),
 		replays:     counter("purchase_replays_total", "Purchases answered with the order the shopper already held for that item."),
+		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "connections_refused_total",
+			Help: "Connections refused by FLASHSALE_MAX_CONNS_PER_IP (per_ip) or FLASHSALE_CONCURRENCY (concurrency), answered 429 or 503."}, []string{"reason"}),
 	}
 	for i, name := range outcomeNames {
 		m.purchases[i] = purchases.WithLabelValues(name)
@@ -98,8 +104,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for i, name := range lookupNames {
 		m.orderLookups[i] = lookups.WithLabelValues(name)
 	}
+	for _, r := range []string{httpserver.RefusedPerIP, httpserver.RefusedConcurrency} {
+		m.connsRefused.WithLabelValues(r) // present at 0 from the start
+	}
 	for _, c := range []prometheus.Collector{purchases, lookups, m.latency, m.panics, m.rateLimited,
-		m.queueJoins, m.admissions, m.badProof, m.replays} {
+		m.queueJoins, m.admissions, m.badProof, m.replays, m.connsRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register gateway metrics: %w", err)
 		}

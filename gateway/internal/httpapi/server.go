@@ -222,6 +222,10 @@ func (a *API) adminRouter() *router.Router {
 // pkg/httpserver, calls it).
 func (a *API) CountPanic() { a.Metrics.panics.Inc() }
 
+// CountConnRefused counts a connection a listener's limit refused (the
+// listeners' connection limits, pkg/httpserver, call it).
+func (a *API) CountConnRefused(reason string) { a.Metrics.connsRefused.WithLabelValues(reason).Inc() }
+
 // pathID parses a path id in its one canonical form (openapi.ParseID).
 func pathID(ctx *fasthttp.RequestCtx, name string) (int64, bool) {
 	s, _ := ctx.UserValue(name).(string)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/rueidis"
-	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/errgroup"
 
 	"flashsale/ordersvc/internal/api"
@@ -110,7 +109,7 @@ type service struct {
 	tracker       *lag.Tracker
 	sales         *sale.Service
 	health        *api.Health
-	public, admin *fasthttp.Server
+	public, admin *httpserver.Server
 }
 
 // newService wires the parts over c. On error nothing is left open.
@@ -152,12 +151,13 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 	// well inside ShutdownTimeout) rather than fail on the cancelled root.
 	base := context.WithoutCancel(ctx)
 	countPanic := httpserver.OnPanic(m.Panics.Inc)
+	countRefused := httpserver.OnConnRefused(func(reason string) { m.ConnsRefused.WithLabelValues(reason).Inc() })
 	public := api.NewPublic(st, c.rc, rl, verifier, svc.health, log)
 	if !cfg.PublicPay {
 		public.ProviderPaysOnly()
 	}
-	svc.public = httpserver.New("ordersvc-public", public.Handler(base), cfg.PublicHTTP, log, countPanic)
-	svc.admin = httpserver.New("ordersvc-admin", api.NewAdmin(svc.sales, cfg.AdminToken, svc.health, webhook, log).StopLongOpsWith(ctx).Handler(base), cfg.AdminHTTP, log, countPanic)
+	svc.public = httpserver.New("ordersvc-public", public.Handler(base), cfg.PublicHTTP, log, countPanic, countRefused)
+	svc.admin = httpserver.New("ordersvc-admin", api.NewAdmin(svc.sales, cfg.AdminToken, svc.health, webhook, log).StopLongOpsWith(ctx).Handler(base), cfg.AdminHTTP, log, countPanic, countRefused)
 	return svc, nil
 }
 
@@ -221,15 +221,15 @@ func (s *service) run(ctx context.Context, cfg config.Config, publicLn, adminLn 
 	return g.Wait()
 }
 
-func serveHTTP(s *fasthttp.Server, ln net.Listener) error {
+func serveHTTP(s *httpserver.Server, ln net.Listener) error {
 	if err := s.Serve(ln); err != nil {
 		return fmt.Errorf("serve %s: %w", s.Name, err)
 	}
 	return nil
 }
 
-func shutdownHTTP(ctx context.Context, name string, s *fasthttp.Server, ln net.Listener) error {
-	if err := httpserver.Shutdown(ctx, s, ln); err != nil {
+func shutdownHTTP(ctx context.Context, name string, s *httpserver.Server, ln net.Listener) error {
+	if err := httpserver.Shutdown(ctx, s.Server, ln); err != nil {
 		return fmt.Errorf("shutdown %s listener: %w", name, err)
 	}
 	return nil

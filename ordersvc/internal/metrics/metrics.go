@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"flashsale/pkg/httpserver"
 	"flashsale/pkg/telemetry"
 )
 
@@ -42,6 +43,8 @@ type Counters struct {
 	AbandonedUnattributed prometheus.Gauge
 	// Panics: handler panics recovered (a 500 answered).
 	Panics prometheus.Counter
+	// ConnsRefused: connections refused by a listener's limit, by reason.
+	ConnsRefused *prometheus.CounterVec
 	// PaymentsRefused: provider confirmations (signed) refused for good,
 	// by the order's state: money taken for an order that will not be
 	// paid, to refund or honour by hand.
@@ -85,6 +88,8 @@ func New() *Counters {
 		Panics:            counter("panics_total", "HTTP handler panics recovered (answered 500)."),
 		AbandonedUnattributed: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "reservations_abandoned_unattributed",
 			Help: "Abandoned reservations of open sales whose item is unknown at the last pass, left to a reconcile repair."}),
+		ConnsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "connections_refused_total",
+			Help: "Connections refused by FLASHSALE_CONCURRENCY (concurrency), answered 503."}, []string{"reason"}),
 		PaymentsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "payments_refused_total",
 			Help: "Signed payment confirmations refused for good (the money taken, the order not paid: refund or honour it), by the refusal's code."}, []string{"code"}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "batch_duration_seconds",
@@ -92,8 +97,9 @@ func New() *Counters {
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "orders_rejected_total",
 			Help: "Orders rejected (REJECTED row or dead-lettered), by reason."}, []string{"reason"}),
 	}
+	c.ConnsRefused.WithLabelValues(httpserver.RefusedConcurrency) // present at 0 from the start
 	c.state = newState()
-	reg.MustRegister(c.AbandonedUnattributed, c.PaymentsRefused, c.batch, c.rejected, c.state)
+	reg.MustRegister(c.AbandonedUnattributed, c.ConnsRefused, c.PaymentsRefused, c.batch, c.rejected, c.state)
 	return c
 }
 
