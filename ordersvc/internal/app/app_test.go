@@ -220,6 +220,32 @@ func TestRedisThatMayEvictIsRefused(t *testing.T) {
 	}
 }
 
+// The order service is unready while its Redis does not answer: it
+// releases units and repairs sales there.
+func TestReadinessFollowsRedis(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	addr := testenv.ThrowawayRedis(t)
+	adminAddr := freeAddr(t)
+	env, _, _ := toolEnv(t, map[string]string{"FLASHSALE_REDIS_ADDR": addr, "FLASHSALE_JWT_HS256_KEY": jwtKey,
+		"FLASHSALE_ADMIN_TOKEN": adminToken, "FLASHSALE_ORDERSVC_ADDR": freeAddr(t), "FLASHSALE_ORDERSVC_ADMIN_ADDR": adminAddr,
+		"FLASHSALE_SHUTDOWN_TIMEOUT": "5s", "FLASHSALE_LOG_LEVEL": "warn"})
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(sctx, []string{"serve"}, env, io.Discard, io.Discard) }()
+	defer func() { stop(); <-done }()
+	waitFor(t, "ready", func() (bool, string) {
+		code, body := call(t, "GET", "http://"+adminAddr+"/readyz", "", "")
+		return code == 200, string(body)
+	})
+	rc := testenv.RedisClient(t, addr)
+	_ = rc.Do(ctx, rc.B().Shutdown().Nosave().Build()).Error() // the server goes; its answer may not come
+	waitFor(t, "unready without Redis", func() (bool, string) {
+		code, body := call(t, "GET", "http://"+adminAddr+"/readyz", "", "")
+		return code == 503 && bytes.Contains(body, []byte(`"redis":"ping`)), fmt.Sprintf("%d %s", code, body)
+	})
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

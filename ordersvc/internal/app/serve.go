@@ -142,7 +142,7 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 	svc := &service{cons: cons, relay: rl, tracker: tracker,
 		sweeper: expiry.New(st, rl, log.With("component", "expiry"), m, cfg.ExpiryBatch),
 		health: api.NewHealth(st, m, map[string]api.ReadyChecker{"kafka-consumer": cons,
-			"redis": evictionCheck{redisconn.NewEvictionWatch(c.rc, redisconn.EvictionRecheck, log)}}),
+			"redis": redisCheck{c.rc, redisconn.NewEvictionWatch(c.rc, redisconn.EvictionRecheck, log)}}),
 		sales: sale.NewService(st, stk, sale.WithAcceptedRecords(c.rc), sale.WithCatchUp(c.lag, cfg.CatchUpTimeout),
 			sale.WithLagTracker(tracker), sale.WithMetrics(m), sale.WithInFlightWindow(cfg.InFlightWindow),
 			sale.WithReleases(rl.Drain)),
@@ -161,14 +161,21 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 	return svc, nil
 }
 
-// evictionCheck is the readiness check that no Redis node may evict the
-// sale's keys (the service writes them: releases, repairs, loads).
-type evictionCheck struct{ w *redisconn.EvictionWatch }
+// redisCheck is the readiness check of Redis, which the service writes
+// (releases, repairs, loads): it answers, and no node may evict the sale's
+// keys.
+type redisCheck struct {
+	rc       rueidis.Client
+	eviction *redisconn.EvictionWatch
+}
 
-func (e evictionCheck) Ready() error {
+func (r redisCheck) Ready() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	return e.w.Err(ctx)
+	if err := r.rc.Do(ctx, r.rc.B().Ping().Build()).Error(); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	return r.eviction.Err(ctx)
 }
 
 // listen opens the public and the admin listener.
