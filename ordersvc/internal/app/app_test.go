@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -244,6 +247,52 @@ func TestReadinessFollowsRedis(t *testing.T) {
 		code, body := call(t, "GET", "http://"+adminAddr+"/readyz", "", "")
 		return code == 503 && bytes.Contains(body, []byte(`"redis":"ping`)), fmt.Sprintf("%d %s", code, body)
 	})
+}
+
+// syncBuffer is a log both the service and the test touch.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// A SIGHUP (a configuration push to every flashsale process) neither ends
+// the order service nor goes unsaid: its default action would have killed
+// it mid-sale, skipping the graceful shutdown.
+func TestHangupDoesNotStopTheService(t *testing.T) {
+	ctx := testenv.Context(t)
+	adminAddr := freeAddr(t)
+	env, _, _ := toolEnv(t, map[string]string{"FLASHSALE_JWT_HS256_KEY": jwtKey,
+		"FLASHSALE_ADMIN_TOKEN": adminToken, "FLASHSALE_ORDERSVC_ADDR": freeAddr(t), "FLASHSALE_ORDERSVC_ADMIN_ADDR": adminAddr,
+		"FLASHSALE_SHUTDOWN_TIMEOUT": "5s"})
+	var logs syncBuffer
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(sctx, []string{"serve"}, env, io.Discard, &logs) }()
+	defer func() { stop(); <-done }()
+	ready := func() (bool, string) {
+		code, body := call(t, "GET", "http://"+adminAddr+"/readyz", "", "")
+		return code == 200, string(body)
+	}
+	waitFor(t, "ready", ready)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the hangup logged", func() (bool, string) {
+		return strings.Contains(logs.String(), "SIGHUP ignored"), logs.String()
+	})
+	waitFor(t, "still ready", ready)
+	select {
+	case err := <-done:
+		t.Fatalf("serve ended after SIGHUP: %v", err)
+	default:
+	}
 }
 
 func freeAddr(t *testing.T) string {

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -33,6 +36,7 @@ import (
 // let the sweeper finish its batch and the relay stop (rows not drained
 // stay in the outbox for the next start), close the clients and pools.
 func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	ignoreHangups(ctx, log)
 	verifier, err := auth.NewVerifier(cfg.JWTKey, nil, cfg.JWTIssuer, "")
 	if err != nil {
 		return fmt.Errorf("jwt verifier: %w", err)
@@ -56,6 +60,27 @@ func Serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	err = svc.run(ctx, cfg, publicLn, adminLn, log)
 	log.Info("ordersvc stopped", "err", err)
 	return err
+}
+
+// ignoreHangups keeps SIGHUP from ending the service until ctx ends. Its
+// default action is to exit at once, skipping the graceful shutdown, and
+// operators send it to every flashsale process after a configuration push
+// (the gateway reloads on it). The order service has nothing to reload: it
+// logs that its settings take effect at a restart.
+func ignoreHangups(ctx context.Context, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Warn("SIGHUP ignored: the order service reads its configuration at start; restart it to apply a change")
+			}
+		}
+	}()
 }
 
 // clients are the connections the service holds for its whole life.
