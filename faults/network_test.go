@@ -143,7 +143,7 @@ func TestRedisNetworkFaults(t *testing.T) {
 		if leaked > 0 {
 			// harness.Stack.Log keeps the tail of the log: a lower bound.
 			t.Logf("%s: %d reservations leaked; the gateway log's tail has %d ERROR lines %q", f.name, leaked,
-				strings.Count(s.Log("gateway"), "reservation not released after a failed purchase"), "reservation not released after a failed purchase; run reconcile")
+				strings.Count(s.Log("gateway"), "reservation not released"), "reservation not released")
 		}
 		sl.setPhase(cleanPhase)
 		stop = sl.crowd(ctx, 100, 64)

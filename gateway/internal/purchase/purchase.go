@@ -227,13 +227,13 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		// Releasing now could sell the unit twice if the event was written;
 		// keeping it costs at most one unit until a settlement, or the
 		// order service's abandoned-reservation pass after its window.
-		b.log.Error("publish unconfirmed and order not settled; unit kept reserved until a later settlement or reconcile frees it",
+		b.log.Error("publish unconfirmed and order not settled; unit kept reserved until a later settlement, "+untilAbandoned,
 			"sale", saleID, "item", itemID, "order", oid, "err", err)
 		select {
 		case b.unsettled <- heldOrder{o: placed, tokenID: tokenID}:
 		default:
 			b.stranded.Add(1)
-			b.log.Error("settle queue full; the unit stays reserved until reconcile", "order", oid)
+			b.log.Error("settle queue full; unit kept reserved until "+untilAbandoned, "sale", saleID, "order", oid)
 		}
 		return Receipt{OrderID: orderID}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -329,6 +329,11 @@ func (b *Buyer) releaseReserved(ctx context.Context, saleID, itemID int64, userI
 	b.enqueueRelease(ctx, release{saleID: saleID, itemID: itemID, userID: userID, orderID: orderID, tokenID: tokenID, reserved: true})
 }
 
+// untilAbandoned is what happens to a unit the gateway could not give
+// back, as its log says it: nothing needs doing unless the operator wants
+// the unit on sale sooner.
+const untilAbandoned = "the order service's abandoned-reservation pass gives it back, FLASHSALE_INFLIGHT_WINDOW after the purchase (sooner: ordersvc reconcile --sale ID --repair)"
+
 func (b *Buyer) enqueueRelease(ctx context.Context, r release) {
 	if b.tryRelease(ctx, r) {
 		return
@@ -337,7 +342,7 @@ func (b *Buyer) enqueueRelease(ctx context.Context, r release) {
 	case b.retries <- r:
 	default:
 		b.stranded.Add(1)
-		b.log.Error("reservation not released and the retry queue is full; run reconcile",
+		b.log.Error("reservation not released and the retry queue is full; unit kept reserved until "+untilAbandoned,
 			"sale", r.saleID, "item", r.itemID, "order", r.orderID)
 	}
 }
@@ -375,7 +380,7 @@ func (b *Buyer) RunRetries(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			if n := b.pendingReleases(); n > 0 {
-				b.log.Error("reservations not released at shutdown; run reconcile", "count", n)
+				b.log.Error("reservations not released at shutdown; units kept reserved until "+untilAbandoned, "count", n)
 			}
 			return
 		case r := <-b.retries:
@@ -398,7 +403,8 @@ func (b *Buyer) retryRelease(ctx context.Context, r release) {
 		case b.retries <- r:
 		default:
 			b.stranded.Add(1)
-			b.log.Error("reservation not released and the retry queue is full; run reconcile", "order", r.orderID)
+			b.log.Error("reservation not released and the retry queue is full; unit kept reserved until "+untilAbandoned,
+				"sale", r.saleID, "item", r.itemID, "order", r.orderID)
 		}
 	})
 }
@@ -437,7 +443,7 @@ func (b *Buyer) RunSettles(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			if n := b.held(); n > 0 {
-				b.log.Error("held orders pending at shutdown; run reconcile", "count", n)
+				b.log.Error("held orders pending at shutdown; units kept reserved until their orders are persisted or "+untilAbandoned, "count", n)
 			}
 			return
 		case h := <-b.unsettled:
@@ -468,7 +474,8 @@ func (b *Buyer) settleHeld(ctx context.Context, h heldOrder) {
 	h.attempts++
 	if h.attempts >= settleAttempts {
 		b.stranded.Add(1)
-		b.log.Error("held order still not settled; its unit stays reserved until reconcile", "order", h.o.OrderID, "err", err)
+		b.log.Error("held order still not settled; unit kept reserved until its order is persisted or "+untilAbandoned,
+			"sale", h.o.SaleID, "order", h.o.OrderID, "err", err)
 		return
 	}
 	later(&b.settlesBackingOff, min(time.Duration(h.attempts)*200*time.Millisecond, 5*time.Second), func() {
@@ -476,7 +483,8 @@ func (b *Buyer) settleHeld(ctx context.Context, h heldOrder) {
 		case b.unsettled <- h:
 		default:
 			b.stranded.Add(1)
-			b.log.Error("settle queue full; the unit stays reserved until reconcile", "order", h.o.OrderID)
+			b.log.Error("settle queue full; unit kept reserved until its order is persisted or "+untilAbandoned,
+				"sale", h.o.SaleID, "order", h.o.OrderID)
 		}
 	})
 }

@@ -237,7 +237,7 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 			// when their number changes, not every interval.
 			if res.Unattributed != stuck[id] {
 				if res.Unattributed > 0 {
-					log.Warn("abandoned reservations of unknown item; run reconcile?repair=true", "sale", id, "count", res.Unattributed)
+					log.Warn("abandoned reservations of unknown item; repair the sale: ordersvc reconcile --sale ID --repair, or POST /admin/sales/ID/reconcile?repair=true", "sale", id, "count", res.Unattributed)
 				}
 				stuck[id] = res.Unattributed
 			}
