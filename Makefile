@@ -73,7 +73,7 @@ faults: up ## fault injection and hostile input against the real servers; runs a
 	@cd faults && $(GO) test -count=1 -p 1 -v -timeout 20m ./...
 
 bench: up build ## our gateway against the baselines, side by side (about 3 minutes)
-	@bash benchmarks/run.sh $(BENCH_ARGS)
+	@GO=$(GO) bash benchmarks/run.sh $(BENCH_ARGS)
 
 contract: up ## schemathesis fuzzes both services' four listeners from the OpenAPI document (CONTRACT_EXAMPLES per operation, default 50)
 	@GO=$(GO) bash deploy/contract.sh

@@ -29,8 +29,9 @@ source "$root/deploy/stackenv.sh"
 load_dev_env "$stack"
 
 echo "run.sh: building the baseline and bench commands into $out/bin" >&2
-go build -o "$out/bin/baseline" ./benchmarks/cmd/baseline
-go build -o "$out/bin/bench" ./benchmarks/cmd/bench
+GO=${GO:-go} # make passes its own: sudo drops Go from PATH
+"$GO" build -o "$out/bin/baseline" ./benchmarks/cmd/baseline
+"$GO" build -o "$out/bin/bench" ./benchmarks/cmd/bench
 
 gw_port="${BENCH_GATEWAY_PORT:-18080}"
 os_port="${BENCH_ORDERSVC_PORT:-18090}"

@@ -210,13 +210,13 @@ func checkShape(ds []kafka.TopicDescription, s Spec) error {
 			continue
 		}
 		if len(t.Partitions) != s.Partitions {
-			errs = append(errs, fmt.Errorf("topic %s has %d partitions, want %d (kafka-topics --alter --partitions adds some; keys move): %w",
+			errs = append(errs, fmt.Errorf("topic %s has %d partitions, want %d (on the local stack deploy/stack.sh wipe recreates it, losing its messages; on a cluster Kafka's bin/kafka-topics.sh --alter --partitions can only add some, and keys move): %w",
 				t.Name, len(t.Partitions), s.Partitions, ErrMismatch))
 			continue
 		}
 		for _, p := range t.Partitions {
 			if len(p.Replicas) != s.ReplicationFactor {
-				errs = append(errs, fmt.Errorf("topic %s partition %d has %d replicas, want %d (kafka-reassign-partitions changes it): %w",
+				errs = append(errs, fmt.Errorf("topic %s partition %d has %d replicas, want %d (on the local stack deploy/stack.sh wipe recreates it, losing its messages; on a cluster Kafka's bin/kafka-reassign-partitions.sh changes it): %w",
 					t.Name, p.Partition, len(p.Replicas), s.ReplicationFactor, ErrMismatch))
 				break
 			}

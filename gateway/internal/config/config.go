@@ -272,7 +272,8 @@ func (c Config) validate() error {
 	}
 	need(c.SettleTimeout >= 10*time.Millisecond, "FLASHSALE_SETTLE_TIMEOUT", "must be at least 10ms")
 	need(c.PublishTimeout >= 100*time.Millisecond, "FLASHSALE_PUBLISH_TIMEOUT", "must be at least 100ms")
-	need(c.InFlightWindow >= time.Second, "FLASHSALE_INFLIGHT_WINDOW", "must be at least 1s")
+	// The order service's bounds: every service must be given one value.
+	need(c.InFlightWindow >= time.Second && c.InFlightWindow <= time.Hour, "FLASHSALE_INFLIGHT_WINDOW", "must be 1s..1h (as the order service's)")
 	need(c.PublishLinger >= 0, "FLASHSALE_PUBLISH_LINGER", "must not be negative")
 	need(c.PublishFailFastAfter >= 0, "FLASHSALE_PUBLISH_FAIL_FAST_AFTER", "must not be negative (0 turns failing fast off)")
 	need(c.PublishFailFastFor >= 10*time.Millisecond, "FLASHSALE_PUBLISH_FAIL_FAST_FOR", "must be at least 10ms")

@@ -37,6 +37,8 @@ func TestLoad(t *testing.T) {
 		{"ticket polls with a burst of 1", map[string]string{"FLASHSALE_LIMIT_POLL_USER": "5/1"}, []string{"FLASHSALE_LIMIT_POLL_USER: rate 5, burst 1"}},
 		{"ticket polls not limited", map[string]string{"FLASHSALE_LIMIT_POLL_USER": "off"}, nil},
 		{"publish timeout too short", map[string]string{"FLASHSALE_PUBLISH_TIMEOUT": "1ms"}, []string{"FLASHSALE_PUBLISH_TIMEOUT"}},
+		{"in-flight window past the order service's bound", map[string]string{"FLASHSALE_INFLIGHT_WINDOW": "2h"}, []string{"FLASHSALE_INFLIGHT_WINDOW"}},
+		{"in-flight window under 1s", map[string]string{"FLASHSALE_INFLIGHT_WINDOW": "500ms"}, []string{"FLASHSALE_INFLIGHT_WINDOW"}},
 		// A round admits at most one second's worth: rounds 2 s apart halve the rate.
 		{"queue advanced less than once a second", map[string]string{"FLASHSALE_QUEUE_ADVANCE": "2s"}, []string{"FLASHSALE_QUEUE_ADVANCE"}},
 		{"Redis connections not a power of two", map[string]string{"FLASHSALE_REDIS_CONNS": "3"}, []string{"FLASHSALE_REDIS_CONNS: want a power of two"}},

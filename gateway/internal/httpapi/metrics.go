@@ -22,7 +22,6 @@ const (
 	outSoldOut
 	outAlreadyPurchased
 	outNotFound
-	outBadRequest
 	outUnauthorized
 	outNotLoaded
 	outUnavailable
@@ -35,7 +34,7 @@ const (
 
 var outcomeNames = [outCount]string{
 	"accepted", "sold_out_flag", "sold_out", "already_purchased", "not_found",
-	"bad_request", "unauthorized", "not_loaded", "unavailable", "rate_limited_user", "rate_limited_ip", "not_admitted",
+	"unauthorized", "not_loaded", "unavailable", "rate_limited_user", "rate_limited_ip", "not_admitted",
 	"gate_closed",
 }
 

@@ -116,7 +116,7 @@ func newProducer(cfg Config) (*Producer, error) {
 		"acks":                                  "all",
 		"enable.idempotence":                    true,
 		"max.in.flight.requests.per.connection": 5,
-		"linger.ms":                             int(cfg.Linger / time.Millisecond),
+		"linger.ms":                             lingerMS(cfg.Linger),
 		"message.timeout.ms":                    int(cfg.Timeout / time.Millisecond),
 		"request.timeout.ms":                    int(max(cfg.Timeout/2, time.Second) / time.Millisecond),
 		"socket.keepalive.enable":               true,
@@ -164,6 +164,12 @@ func newProducer(cfg Config) (*Producer, error) {
 		pr.spread = &spreader{stickFor: spreadStick}
 	}
 	return pr, nil
+}
+
+// lingerMS is librdkafka's linger.ms for d: a decimal number of
+// milliseconds, so that 500µs is not cut to 0.
+func lingerMS(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64)
 }
 
 // newClient makes a librdkafka producer of p's configuration and forwards

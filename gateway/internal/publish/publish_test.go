@@ -3,6 +3,7 @@ package publish
 import (
 	"bytes"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -94,5 +95,28 @@ func TestTrialRefusedLocallyIsGivenBack(t *testing.T) {
 	}
 	if err := p.Publish(7, []byte(`{}`)); err != nil {
 		t.Fatalf("publish after a trial refused locally: %v, want it sent as the trial and acknowledged", err)
+	}
+}
+
+// The producer's settings that make a 202 mean "on every in-sync replica,
+// once": acks from all of them, idempotence (no duplicate or reordered
+// retry), and at most five requests in flight, which idempotence needs to
+// keep order. And a linger under a millisecond is not cut to zero.
+func TestProducerSettingsKeepTheDurabilityPromise(t *testing.T) {
+	p, err := newProducer(Config{Brokers: "127.0.0.1:1", Topic: "t", Timeout: 3 * time.Second, Linger: 500 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(time.Second)
+	for k, want := range map[string]any{"acks": "all", "enable.idempotence": true,
+		"max.in.flight.requests.per.connection": 5, "linger.ms": "0.5", "message.timeout.ms": 3000} {
+		if got := p.conf[k]; got != want {
+			t.Errorf("%s = %v, want %v", k, got, want)
+		}
+	}
+	for _, d := range []time.Duration{0, 2 * time.Millisecond, 1500 * time.Microsecond} {
+		if got, want := lingerMS(d), strconv.FormatFloat(d.Seconds()*1000, 'f', -1, 64); got != want {
+			t.Errorf("lingerMS(%v) = %s, want %s", d, got, want)
+		}
 	}
 }
