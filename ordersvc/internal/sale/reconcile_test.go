@@ -206,6 +206,23 @@ func TestReconcile(t *testing.T) {
 			requeued: func(f *recFixture) uuid.UUID { return f.evs[1].OrderID },
 		},
 		{
+			// A paid order holds its unit and its shopper like a pending
+			// one: a repair that counted only PENDING would sell u0's unit
+			// again and let u0 buy a second.
+			name: "Redis lost every key of a sale with a paid order", quantities: []int64{5, 2}, orders: []int{0, 0, 1},
+			breakIt: func(f *recFixture) holders {
+				for _, e := range []event.OrderPlaced{f.evs[0], f.evs[2]} {
+					if _, err := f.st.Pay(f.ctx, e.OrderID, e.UserID, "pay-"+e.OrderID.String()); err != nil {
+						f.t.Fatal(err)
+					}
+				}
+				f.del(append(f.stockKeys(), stock.HoldersKey(f.sale.ID))...)
+				return nil
+			},
+			wantDiff: []string{sale.DiffHolderMissing, sale.DiffHolderMissing, sale.DiffHolderMissing, sale.DiffStockNotLoaded, sale.DiffStockNotLoaded},
+			wantLeft: []int64{3, 1},
+		},
+		{
 			name: "a user held under an older order", quantities: []int64{5}, orders: []int{0},
 			breakIt: func(f *recFixture) holders {
 				f.reserveHolder("u0", uuid.NewString())
@@ -284,7 +301,7 @@ func TestReconcile(t *testing.T) {
 			}
 			want := holders{}
 			for _, e := range f.evs {
-				if o, err := st.GetOrder(f.ctx, e.OrderID); err == nil && o.Status == store.StatusPending {
+				if o, err := st.GetOrder(f.ctx, e.OrderID); err == nil && (o.Status == store.StatusPending || o.Status == store.StatusPaid) {
 					want[e.UserID] = e.OrderID.String()
 				}
 			}
