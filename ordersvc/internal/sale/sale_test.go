@@ -212,7 +212,8 @@ func TestLoadStockTwice(t *testing.T) {
 	st, stk := store.New(pool), stock.New(rc)
 	svc := sale.NewService(st, stk)
 	s := testdb.Sale(t, st, 5, 3)
-	// Two active orders on item 0, one rejected (not active) on item 1.
+	// Two active orders on item 0 (u2's paid: it counts as pending
+	// does), one rejected (not active) on item 1.
 	placed := time.Now()
 	evs := []event.OrderPlaced{
 		{Version: 1, OrderID: uuid.New(), SaleID: s.ID, ItemID: s.Items[0].ID, UserID: "u1", PlacedAt: placed},
@@ -220,6 +221,9 @@ func TestLoadStockTwice(t *testing.T) {
 		{Version: 1, OrderID: uuid.New(), SaleID: s.ID, ItemID: s.Items[1].ID, UserID: "u1", PlacedAt: placed}, // ALREADY_ACTIVE
 	}
 	if _, err := st.PersistBatch(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Pay(ctx, evs[1].OrderID, "u2", "pay-u2"); err != nil {
 		t.Fatal(err)
 	}
 	want := sale.LoadResult{SaleID: s.ID, Holders: 2, Items: []sale.LoadedItem{{ItemID: s.Items[0].ID, Left: 3}, {ItemID: s.Items[1].ID, Left: 3}}}
