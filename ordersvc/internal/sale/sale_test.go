@@ -223,7 +223,7 @@ func TestLoadStockTwice(t *testing.T) {
 	if _, err := st.PersistBatch(ctx, evs); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Pay(ctx, evs[1].OrderID, "u2", "pay-u2"); err != nil {
+	if _, err := st.Pay(ctx, evs[1].OrderID, "u2", "pay-"+evs[1].OrderID.String()); err != nil {
 		t.Fatal(err)
 	}
 	want := sale.LoadResult{SaleID: s.ID, Holders: 2, Items: []sale.LoadedItem{{ItemID: s.Items[0].ID, Left: 3}, {ItemID: s.Items[1].ID, Left: 3}}}
