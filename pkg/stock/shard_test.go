@@ -184,6 +184,77 @@ func testShardedOnePerShopperAndRelease(t *testing.T, c rueidis.Client) {
 	}
 }
 
+// One shopper buying from many tabs and devices at once, through two
+// gateways, on both items: exactly one purchase wins, every other is told
+// she already holds a unit (never sold out: there is stock), and exactly one
+// unit is gone. A check of her holder made outside the reserve script, or
+// after its decrement, lets two through or loses a unit.
+func TestOneShopperManyTabs(t *testing.T) {
+	for _, shards := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d shards", shards), func(t *testing.T) {
+			topologies(t, func(t *testing.T, c rueidis.Client) { testOneShopperManyTabs(t, c, shards) })
+		})
+	}
+}
+
+func testOneShopperManyTabs(t *testing.T, c rueidis.Client, shards int) {
+	newStore, sale := shardedSale(t, c, shards)
+	ctx := testenv.Context(t)
+	gateways := []*stock.Store{newStore(), newStore()}
+	const units, tabs = 50, 200
+	if err := gateways[0].Load(ctx, sale, []stock.ItemStock{{ItemID: 1, Left: units}, {ItemID: 2, Left: units}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var won atomic.Int64
+	var winner atomic.Value
+	errs := make(chan error, tabs)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range tabs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			order := fmt.Sprintf("tab-%d", i)
+			_, err := gateways[i%2].Reserve(ctx, sale, int64(1+i%2), "shopper", order)
+			switch {
+			case err == nil:
+				won.Add(1)
+				winner.Store(order)
+			case !errors.Is(err, stock.ErrAlreadyPurchased):
+				errs <- fmt.Errorf("tab %d: %w", i, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := won.Load(); n != 1 {
+		t.Fatalf("%d purchases won, want exactly 1", n)
+	}
+	var left int64
+	for _, item := range []int64{1, 2} {
+		n, err := gateways[0].Left(ctx, sale, item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left += n
+	}
+	if left != 2*units-1 {
+		t.Errorf("%d units left, want %d: one taken", left, 2*units-1)
+	}
+	holders, err := gateways[1].Holders(ctx, sale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(holders) != 1 || holders["shopper"] != winner.Load() {
+		t.Errorf("holders %v, want the shopper under the winning order %v", holders, winner.Load())
+	}
+}
+
 // A repair of a sharded sale (one shard's keys lost) pauses the sale,
 // writes PostgreSQL's numbers and lets it go on; reservations racing with
 // it either land before the pause, are refused as not loaded, or land
