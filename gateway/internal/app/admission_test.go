@@ -236,11 +236,19 @@ func TestUntrustedPeerCannotSpoofForwardedFor(t *testing.T) {
 	}
 }
 
-// Two gateways: the sold-out flag each set clears on both when a unit comes back.
+// Two gateways: the sold-out flag each set clears on both when a unit
+// comes back: by the release's message alone (the stock poll an hour
+// apart), and as the harness runs (the message, and a poll every 200 ms
+// should a message be lost).
 func TestSoldOutFlagClearsOnEveryGateway(t *testing.T) {
-	h := newHarness(t, harnessOpts{quantities: []int{1}, startsIn: -time.Minute})
+	t.Run("message", func(t *testing.T) { testSoldOutFlagClears(t, map[string]string{"FLASHSALE_STOCK_POLL": "1h"}) })
+	t.Run("poll", func(t *testing.T) { testSoldOutFlagClears(t, nil) })
+}
+
+func testSoldOutFlagClears(t *testing.T, env map[string]string) {
+	h := newHarness(t, harnessOpts{quantities: []int{1}, startsIn: -time.Minute, env: env})
 	gw1 := h.base
-	h.startGateway(harnessOpts{quantities: []int{1}})
+	h.startGateway(harnessOpts{quantities: []int{1}, env: env})
 	gw2 := h.base
 	buy := func(base, user string) answer {
 		return h.doWith("POST", base+h.buyPath(h.items[0]), user, nil, nil)
