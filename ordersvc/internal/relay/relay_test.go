@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/rueidis"
+	"golang.org/x/sync/errgroup"
 
 	"flashsale/ordersvc/internal/metrics"
 	"flashsale/ordersvc/internal/relay"
@@ -128,7 +129,9 @@ func released(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) bool {
 	return n == 1
 }
 
-// Two relays draining at once release each unit once.
+// Relays draining at once release each row once. These rows were refused
+// for lack of stock and return no unit (Drop);
+// TestDrainConcurrentRelaysReturnEachUnitOnce drains rows that do.
 func TestDrainConcurrentRelays(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
@@ -176,6 +179,132 @@ func TestDrainConcurrentRelays(t *testing.T) {
 	}
 	if released != 2 {
 		t.Errorf("rows with outcome released: got %d, want 2", released)
+	}
+}
+
+// Relays draining at once give each unit back once, on the path where a
+// release returns one: rows of cancelled orders (Release) and of
+// reservations the order service abandoned (WriteOff), each INCR the
+// item's stock in Redis. TestDrainConcurrentRelays drains rows refused for
+// lack of stock, which return nothing (Drop), so a unit given back twice
+// could not show there. Here one item's rows are more than two batches'
+// worth (BatchLimit each), so the relays' SKIP LOCKED claims interleave
+// batch after batch; Redis must end with the item's quantity less its
+// active orders.
+// A row released twice (a claim handed out to two passes, or a release
+// not keyed by order id) would leave more, a row marked done without its
+// unit back (or released by the wrong path) less; a row claimed by two
+// passes also ends not_held (the second release finds no holder).
+func TestDrainConcurrentRelaysReturnEachUnitOnce(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	pool := testdb.Pool(t)
+	st, stk := store.New(pool), stock.New(redis(t))
+	const (
+		quantity  = 3 * relay.BatchLimit
+		placed    = relay.BatchLimit + 100 // PENDING orders, reserved in Redis
+		cancelled = relay.BatchLimit - 100 // of them
+		abandoned = relay.BatchLimit + 200 // reservations no order backs
+	)
+	s := testdb.Sale(t, st, quantity)
+	item := s.Items[0].ID
+	testdb.Load(t, st, stk, s.ID) // Redis: quantity left, no holder
+	users := make([]string, placed)
+	for i := range users {
+		users[i] = fmt.Sprint("p", i)
+	}
+	orders := testdb.Orders(t, st, stk, s, 0, time.Now(), users...)
+	ids := make([]uuid.UUID, 0, cancelled+abandoned)
+	var g errgroup.Group
+	g.SetLimit(8)
+	for _, e := range orders[:cancelled] {
+		ids = append(ids, e.OrderID)
+		g.Go(func() error {
+			tr, err := st.Cancel(ctx, e.OrderID, e.UserID)
+			if err == nil && !tr.Changed {
+				err = fmt.Errorf("cancel of %s changed nothing", e.OrderID)
+			}
+			return err
+		})
+	}
+	gone := make([]store.Abandoned, abandoned)
+	for i := range gone {
+		gone[i] = store.Abandoned{OrderID: uuid.Must(uuid.NewV7()), SaleID: s.ID, ItemID: item, UserID: fmt.Sprint("a", i), PlacedAt: time.Now()}
+		g.Go(func() error {
+			_, err := stk.Reserve(ctx, s.ID, item, gone[i].UserID, gone[i].OrderID.String())
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	written, err := st.Abandon(ctx, gone)
+	if err != nil || len(written) != abandoned {
+		t.Fatalf("abandon %d reservations: wrote %d, %v", abandoned, len(written), err)
+	}
+	ids = append(ids, written...)
+
+	// Relays of other tests may take some of these rows too (Run drains the
+	// whole outbox); they release them by the same script, never a row twice.
+	m := metrics.New()
+	start := make(chan struct{})
+	totals := make([]int, 4)
+	var wg sync.WaitGroup
+	for i := range totals {
+		wg.Go(func() {
+			<-start
+			n, err := relay.New(st, stk, quiet, m).Drain(ctx, ids)
+			if err != nil {
+				t.Error(err)
+			}
+			totals[i] = n
+		})
+	}
+	close(start)
+	wg.Wait()
+	t.Logf("rows marked per relay: %v of %d", totals, len(ids))
+	if sum := totals[0] + totals[1] + totals[2] + totals[3]; sum > len(ids) {
+		t.Errorf("rows marked by the relays: got %d, want at most %d", sum, len(ids))
+	}
+	testdb.WaitReleased(t, pool, ids...)
+
+	// Every row found its order holding the unit, and gave it back.
+	got := map[string]int{}
+	rows, err := pool.Query(ctx, `SELECT outcome, count(*) FROM stock_release WHERE order_id = ANY($1) GROUP BY outcome`, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcome string
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&outcome, &n}, func() error { got[outcome] = n; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]int{store.OutcomeReleased: len(ids)}, got); diff != "" {
+		t.Errorf("outcomes of the outbox rows (-want +got):\n%s", diff)
+	}
+	var active int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM flash_sale_order WHERE sale_id = $1 AND status IN ('PENDING', 'PAID')`, s.ID).Scan(&active); err != nil {
+		t.Fatal(err)
+	}
+	if active != placed-cancelled {
+		t.Fatalf("active orders: %d, want %d", active, placed-cancelled)
+	}
+	left, err := stk.Left(ctx, s.ID, item)
+	if err != nil || left != int64(quantity-active) {
+		t.Errorf("stock left: got %d, %v; want %d (quantity %d less %d active orders: each of %d units back once)",
+			left, err, quantity-active, quantity, active, len(ids))
+	}
+	// Only the active orders still hold their shoppers.
+	holders, err := stk.Holders(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, e := range orders[cancelled:] {
+		want[e.UserID] = e.OrderID.String()
+	}
+	if diff := cmp.Diff(want, holders); diff != "" {
+		t.Errorf("holders (-want +got):\n%s", diff)
 	}
 }
 

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"flashsale/ordersvc/internal/store"
@@ -210,51 +212,182 @@ func TestPersistBatch(t *testing.T) {
 }
 
 // Consumers racing on the same sale never oversell and never give a user
-// two active orders; the one race the item locks cannot prevent (two items,
-// same user) surfaces as ErrActiveConflict and is resolved by retrying.
+// two active orders. Batches sharing an item queue on its lock, so the one
+// race left is between batches of different items for the same user: both
+// prechecks find her inactive, both insert, and the partial unique index
+// flash_sale_order_one_active refuses the later insert, which PersistBatch
+// reports as ErrActiveConflict; its caller retries the whole batch, which
+// then finds her active and rejects that event as ALREADY_ACTIVE. Here
+// worker w writes only item w%2 (two workers per item) for the same users
+// u0..u49, so the two items' workers race on every user. Whether a round
+// hits the race is timing, so the scenario runs on a fresh sale until one
+// does, and fails if none did in 20 rounds: without the race it would pass
+// on the item locks alone and prove nothing about the index or the retry.
+// Every round checks the end state (persistRace).
 func TestPersistBatchConcurrent(t *testing.T) {
 	t.Parallel()
 	pool := testdb.Pool(t)
 	st := store.New(pool)
+	const rounds = 20
+	for round := 1; round <= rounds; round++ {
+		losers, alreadyActive := persistRace(t, pool, st)
+		t.Logf("round %d: %d ErrActiveConflict retries %v, %d ALREADY_ACTIVE rejections", round, len(losers), losers, alreadyActive)
+		if t.Failed() || len(losers) > 0 {
+			return
+		}
+	}
+	t.Fatalf("no ErrActiveConflict in %d rounds: the one-active race was never reached", rounds)
+}
+
+// persistRace runs one round of TestPersistBatchConcurrent on a fresh sale
+// of two items of 30 units: four workers persist their batch of 50 events
+// at once, each retrying on ErrActiveConflict as the consumer does. It
+// checks the end state and returns the conflicts the workers retried (as
+// "w<worker>:<user it lost>") and how many events ended ALREADY_ACTIVE.
+func persistRace(t *testing.T, pool *pgxpool.Pool, st *store.Store) (losers []string, alreadyActive int) {
+	t.Helper()
 	ctx := testenv.Context(t)
 	sale := testdb.Sale(t, st, 30, 30)
 	const workers, perWorker = 4, 50
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	var conflicts sync.Map
+	batches := make([][]event.OrderPlaced, workers)
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var batch []event.OrderPlaced
-			for i := range perWorker {
-				// Users overlap across workers and items, so one-active races happen.
-				batch = append(batch, event.OrderPlaced{Version: 1, OrderID: uuid.New(), SaleID: sale.ID,
-					ItemID: sale.Items[(w+i)%2].ID, UserID: fmt.Sprintf("u%d", i), PlacedAt: time.Now()})
-			}
-			for attempt := 0; ; attempt++ {
-				_, err := st.PersistBatch(ctx, batch)
+		for i := range perWorker {
+			// The same users, in the same order, in every batch: two batches
+			// inserting them meet on the index in one order, never a deadlock.
+			batches[w] = append(batches[w], event.OrderPlaced{Version: 1, OrderID: uuid.New(), SaleID: sale.ID,
+				ItemID: sale.Items[w%2].ID, UserID: fmt.Sprintf("u%d", i), PlacedAt: time.Now()})
+		}
+	}
+	outs := make([][]store.Outcome, workers)
+	lost := make([][]string, workers) // per worker, the user each of its conflicts named
+	errs := make(chan error, workers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			<-start
+			for attempt := 1; ; attempt++ {
+				out, err := st.PersistBatch(ctx, batches[w])
 				if errors.Is(err, store.ErrActiveConflict) && attempt < 10 {
-					conflicts.Store(w, attempt+1)
+					lost[w] = append(lost[w], conflictUser(err))
 					continue
 				}
 				if err != nil {
-					errs <- err
+					errs <- fmt.Errorf("worker %d, attempt %d: %w", w, attempt, err)
+					return
 				}
+				outs[w] = out
 				return
 			}
-		}()
+		})
 	}
+	close(start)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
 	}
+
+	// Every event is exactly one row, by its order id, with the outcome
+	// PersistBatch reported: no attempt that failed left a row behind (its
+	// retry would have found it and answered Duplicate) and none is lost.
+	type row struct {
+		user, status, reason, outbox string
+		item                         int64
+		closed                       bool
+	}
+	rows := map[uuid.UUID]row{}
+	dbRows, err := pool.Query(ctx, `
+		SELECT o.id, o.user_id, o.item_id, o.status, coalesce(o.reject_reason, ''), o.closed_at IS NOT NULL, coalesce(r.reason, '')
+		FROM flash_sale_order o LEFT JOIN stock_release r ON r.order_id = o.id
+		WHERE o.sale_id = $1`, sale.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dbRows.Next() {
+		var id uuid.UUID
+		var r row
+		if err := dbRows.Scan(&id, &r.user, &r.item, &r.status, &r.reason, &r.closed, &r.outbox); err != nil {
+			t.Fatal(err)
+		}
+		rows[id] = r
+	}
+	if err := dbRows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != workers*perWorker {
+		t.Errorf("order rows of the sale: %d, want %d (one per event)", len(rows), workers*perWorker)
+	}
+	var outbox int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM stock_release WHERE sale_id = $1`, sale.ID).Scan(&outbox); err != nil {
+		t.Fatal(err)
+	}
+	rejected := 0
+	for w, batch := range batches {
+		for i, e := range batch {
+			o, r := outs[w][i], rows[e.OrderID]
+			if r.user != e.UserID || r.item != e.ItemID {
+				t.Errorf("worker %d event %d (%s): row %+v, want one of user %s, item %d", w, i, e.OrderID, r, e.UserID, e.ItemID)
+				continue
+			}
+			switch o.Kind {
+			case store.Accepted:
+				if r.status != store.StatusPending || r.outbox != "" {
+					t.Errorf("worker %d event %d accepted: row %s with outbox row %q, want PENDING and none", w, i, r.status, r.outbox)
+				}
+			case store.Rejected:
+				// A refused order's reservation is undone through the
+				// outbox: an ALREADY_ACTIVE one queued as REJECTED (the relay
+				// gives its unit back), a SOLD_OUT_IN_DB one as
+				// REJECTED_SOLD_OUT (the relay frees the shopper, no unit).
+				rejected++
+				want := store.ReasonRejected
+				if o.Reason == store.ReasonSoldOutInDB {
+					want = store.ReasonRejectedSoldOut
+				}
+				if o.Reason == store.ReasonAlreadyActive {
+					alreadyActive++
+				}
+				if r.status != store.StatusRejected || r.reason != o.Reason || !r.closed || r.outbox != want {
+					t.Errorf("worker %d event %d rejected %s: row %s, reason %q, closed %v, outbox row %q; want REJECTED, %q, closed, %q",
+						w, i, o.Reason, r.status, r.reason, r.closed, r.outbox, o.Reason, want)
+				}
+			default:
+				t.Errorf("worker %d event %d: %v %s, want accepted or rejected (a failed attempt wrote nothing)", w, i, o.Kind, o.Reason)
+			}
+		}
+	}
+	if outbox != rejected {
+		t.Errorf("stock_release rows of the sale: %d, want %d (one per rejected event)", outbox, rejected)
+	}
+	// The loser of each race: the winner had committed her active order
+	// before the index refused the loser's, so the retry found it and
+	// rejected the loser's event as ALREADY_ACTIVE, a REJECTED row whose
+	// unit the relay gives back.
+	for w, users := range lost {
+		for _, u := range users {
+			losers = append(losers, fmt.Sprintf("w%d:%s", w, u))
+			var i int
+			if _, err := fmt.Sscanf(u, "u%d", &i); err != nil || i >= perWorker {
+				t.Errorf("worker %d: ErrActiveConflict names user %q, want one of u0..u%d", w, u, perWorker-1)
+				continue
+			}
+			r := rows[batches[w][i].OrderID]
+			if o := outs[w][i]; o.Kind != store.Rejected || o.Reason != store.ReasonAlreadyActive ||
+				r.status != store.StatusRejected || r.reason != store.ReasonAlreadyActive {
+				t.Errorf("worker %d lost the race for %s: outcome %v %s, row %s %q; want rejected ALREADY_ACTIVE",
+					w, u, o.Kind, o.Reason, r.status, r.reason)
+			}
+		}
+	}
+
 	var active, users int
 	if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT user_id) FROM flash_sale_order
 		WHERE sale_id = $1 AND status IN ('PENDING','PAID')`, sale.ID).Scan(&active, &users); err != nil {
 		t.Fatal(err)
 	}
+	// 60 units for 50 users: a user left without an order would mean both
+	// items sold out to the 49 others.
 	if active != users || active != perWorker {
 		t.Errorf("active orders %d for %d users, want one each for all %d users", active, users, perWorker)
 	}
@@ -265,6 +398,22 @@ func TestPersistBatchConcurrent(t *testing.T) {
 	if s := after.Items[0].Sold + after.Items[1].Sold; s != int64(active) {
 		t.Errorf("sold %d, want %d (active orders)", s, active)
 	}
+	return losers, alreadyActive
+}
+
+// conflictUser reads the user an ErrActiveConflict is about from
+// PostgreSQL's detail of the unique violation,
+// "Key (sale_id, user_id)=(<sale>, <user>) already exists."; "" when
+// there is none to read.
+func conflictUser(err error) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return ""
+	}
+	_, key, _ := strings.Cut(pgErr.Detail, ")=(")
+	key, _, _ = strings.Cut(key, ") already exists")
+	_, user, _ := strings.Cut(key, ", ")
+	return user
 }
 
 // A batch against an unreachable database fails as a whole and writes nothing.
