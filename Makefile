@@ -1,8 +1,8 @@
 # flashsale: one Makefile for the workspace. Every Go target loops over the
 # modules (go test ./... at the root does not reach workspace modules), and
 # the modules are listed once, in go.work's use block, which this reads.
-# faults is in the workspace but not in make test: it stops and restarts the
-# servers, so it runs alone under make faults.
+# faults stops and restarts the servers, so it runs alone: make test runs it
+# last, after every other module has finished (make faults runs it by itself).
 MODULES      := $(shell awk '/^use \(/ {u=1; next} u && /^\)/ {u=0} u && NF && $$1 !~ /^\/\// {sub(/^\.\//, "", $$1); print $$1}' go.work)
 TEST_MODULES := $(filter-out faults,$(MODULES))
 BIN     := $(CURDIR)/bin
@@ -50,13 +50,15 @@ build: ## build the binaries into bin/
 # meant to expire).
 SERIAL_MODULES := e2e
 
-test: ## run the whole suite against the local stack, Redis Cluster included
+test: ## run the whole suite against the local stack, Redis Cluster included, then the fault tests alone
 	@FLASHSALE_CLUSTER=1 bash deploy/stack.sh up
 	@set -e; for m in $(TEST_MODULES); do \
 		echo "== $$m"; \
 		p=; case " $(SERIAL_MODULES) " in *" $$m "*) p="-p 1";; esac; \
 		(cd $$m && FLASHSALE_CLUSTER=1 $(GO) test -count=1 $$p -timeout 15m ./...); \
 	done
+	@echo "== faults (alone: it stops and restarts the servers)"
+	@cd faults && FLASHSALE_CLUSTER=1 $(GO) test -count=1 -p 1 -timeout 20m ./...
 
 vet: ## go vet every module
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
@@ -69,7 +71,7 @@ check: fmt vet test ## what to run before committing
 demo: up build ## run a flash sale end to end on the local stack and print the report (CLUSTER=1: Redis Cluster, 3 shards, 2 gateways, 2 order services)
 	@FLASHSALE_CLUSTER=$(CLUSTER) bash deploy/demo.sh
 
-faults: up ## fault injection and hostile input against the real servers; runs alone (stops and restarts them)
+faults: up ## fault injection and hostile input against the real servers, alone (it stops and restarts them; make test runs it too, last)
 	@cd faults && $(GO) test -count=1 -p 1 -v -timeout 20m ./...
 
 bench: up build ## our gateway against the baselines, side by side (about 3 minutes)
