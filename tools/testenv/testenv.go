@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -515,4 +516,22 @@ func ThrowawayRedis(t testing.TB, args ...string) string {
 	}
 	t.Fatalf("redis-server %v did not start in 5 attempts", args)
 	return ""
+}
+
+// LogBuffer collects a service's log lines while a test reads them.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -249,19 +248,6 @@ func TestReadinessFollowsRedis(t *testing.T) {
 	})
 }
 
-// syncBuffer is a log both the service and the test touch.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // A SIGHUP (a configuration push to every flashsale process) neither ends
 // the order service nor goes unsaid: its default action would have killed
 // it mid-sale, skipping the graceful shutdown.
@@ -271,7 +257,7 @@ func TestHangupDoesNotStopTheService(t *testing.T) {
 	env, _, _ := toolEnv(t, map[string]string{"FLASHSALE_JWT_HS256_KEY": jwtKey,
 		"FLASHSALE_ADMIN_TOKEN": adminToken, "FLASHSALE_ORDERSVC_ADDR": freeAddr(t), "FLASHSALE_ORDERSVC_ADMIN_ADDR": adminAddr,
 		"FLASHSALE_SHUTDOWN_TIMEOUT": "5s"})
-	var logs syncBuffer
+	var logs testenv.LogBuffer
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- app.Run(sctx, []string{"serve"}, env, io.Discard, &logs) }()

@@ -208,17 +208,24 @@ func (e *env) check(t *testing.T, s store.Sale, evs []event.OrderPlaced, wantSta
 // A shopper's cancel and the sweepers race on the same orders the moment
 // they fall due: each ends exactly one way and its unit goes back once.
 func TestCancelAndExpiryRace(t *testing.T) {
-	e := newEnv(t)
-	// As TestPayAndExpiryRace: the checks hold in every round, and a round
-	// with both outcomes shows the race was run.
+	raceUntilBoth(t, newEnv(t), cancelRace, store.StatusCancelled)
+}
+
+// raceUntilBoth runs rounds of race until one ends some orders as status
+// and some as EXPIRED, at most three. Which side wins depends on timing; a
+// machine loaded by other tests can make every one of them late. The
+// safety checks hold in every round; a round with both outcomes shows the
+// race was run.
+func raceUntilBoth(t *testing.T, e *env, race func(*testing.T, *env) map[string]int, status string) {
+	t.Helper()
 	for round := 1; ; round++ {
-		counts := cancelRace(t, e)
+		counts := race(t, e)
 		t.Logf("round %d outcomes: %v", round, counts)
-		if counts[store.StatusCancelled] > 0 && counts[store.StatusExpired] > 0 {
+		if counts[status] > 0 && counts[store.StatusExpired] > 0 {
 			return
 		}
 		if round == 3 {
-			t.Fatalf("no round with both cancelled and expired orders")
+			t.Fatalf("no round with both %s and EXPIRED orders", status)
 		}
 	}
 }
@@ -300,20 +307,7 @@ func cancelRace(t *testing.T, e *env) map[string]int {
 // EXPIRED, never both; a PAID order keeps its unit; a payment that arrives
 // after the deadline is refused even if no sweeper has run yet.
 func TestPayAndExpiryRace(t *testing.T) {
-	e := newEnv(t)
-	// Which payments win depends on timing; a machine loaded by other
-	// tests can make every one of them late. The safety checks hold in
-	// every round; a round with both outcomes shows the race was run.
-	for round := 1; ; round++ {
-		counts := payRace(t, e)
-		t.Logf("round %d outcomes: %v", round, counts)
-		if counts[store.StatusPaid] > 0 && counts[store.StatusExpired] > 0 {
-			return
-		}
-		if round == 3 {
-			t.Fatalf("no round with both paid and expired orders")
-		}
-	}
+	raceUntilBoth(t, newEnv(t), payRace, store.StatusPaid)
 }
 
 // payRace runs one round and returns how many orders ended each way.
