@@ -118,13 +118,16 @@ func CheckEviction(ctx context.Context, c rueidis.Client) error {
 var ErrUncheckable = errors.New("redis eviction policy unknown")
 
 // RefuseEviction is the start-up check of a binary that writes a sale's
-// keys: it fails when a node may evict them, logs a warning when a node
-// cannot be asked, and otherwise says nothing.
+// keys: it fails when a node may evict them, and logs a warning when a
+// node cannot be asked (its ACL refuses INFO, or it does not answer: a
+// cluster's dead replica must not keep a service from starting; the
+// client's own dial has already found a Redis that answers), and
+// otherwise says nothing. Readiness asks again (EvictionWatch).
 func RefuseEviction(ctx context.Context, c rueidis.Client, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	err := CheckEviction(ctx, c)
-	if errors.Is(err, ErrUncheckable) {
+	if err != nil && !errors.Is(err, ErrEvicts) {
 		log.Warn("cannot check Redis's eviction policy; it must be noeviction", "err", err)
 		return nil
 	}
@@ -156,17 +159,18 @@ func NewEvictionWatch(c rueidis.Client, every time.Duration, log *slog.Logger) *
 }
 
 // Err returns an error wrapping ErrEvicts while a node may evict keys. A
-// node that cannot be reached or refuses INFO keeps the last answer: the
-// readiness probe's own Redis check reports an unreachable server.
+// node that cannot be reached or refuses INFO keeps the last answer until
+// the next check: the readiness probe's own ping reports an unreachable
+// server.
 func (w *EvictionWatch) Err(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if now := w.now(); w.at.IsZero() || now.Sub(w.at) >= w.every {
 		err := CheckEviction(ctx, w.c)
-		if err != nil && !errors.Is(err, ErrEvicts) {
-			return w.err // unknown: keep the last answer, ask again next time
-		}
 		w.at = now
+		if err != nil && !errors.Is(err, ErrEvicts) {
+			return w.err // unknown: keep the last answer, ask again after the interval
+		}
 		switch {
 		case err != nil && w.err == nil:
 			w.log.Error("Redis may evict the sale's keys: not ready until every node has maxmemory-policy noeviction", "err", err)

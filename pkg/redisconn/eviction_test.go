@@ -167,6 +167,23 @@ func TestCheckEviction(t *testing.T) {
 	})
 }
 
+// A node that does not answer at start (a cluster's dead replica) is
+// warned about, not held against the service: its client's own dial found
+// a Redis that answers, and readiness asks again.
+func TestRefuseEvictionPassesANodeThatDoesNotAnswer(t *testing.T) {
+	ctx := testenv.Context(t)
+	addr := testenv.ThrowawayRedis(t)
+	c := testenv.RedisClient(t, addr)
+	_ = c.Do(ctx, c.B().Shutdown().Nosave().Build()).Error() // its answer may not come
+	var logs bytes.Buffer
+	if err := redisconn.RefuseEviction(ctx, c, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		t.Fatalf("RefuseEviction with the node gone: %v, want a warning only", err)
+	}
+	if !strings.Contains(logs.String(), "cannot check") {
+		t.Errorf("no warning logged: %q", logs.String())
+	}
+}
+
 // Every node of the stack's Redis Cluster is asked, and none evicts.
 func TestCheckEvictionCluster(t *testing.T) {
 	addr := testenv.RequireCluster(t)
