@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"golang.org/x/time/rate"
 
 	"flashsale/pkg/httperr"
@@ -62,17 +63,7 @@ var (
 func refusal(e httperr.Error) []byte {
 	body := httperr.Body(e.Code, e.Message)
 	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: application/json\r\nRetry-After: %s\r\nContent-Length: %d\r\n\r\n%s",
-		e.Status, httpStatusText(e.Status), e.RetryAfter, len(body), body)
-}
-
-func httpStatusText(code int) string {
-	switch code {
-	case 429:
-		return "Too Many Requests"
-	case 503:
-		return "Service Unavailable"
-	}
-	return "Error"
+		e.Status, fasthttp.StatusMessage(e.Status), e.RetryAfter, len(body), body)
 }
 
 func newConnLimits(cfg Config, onRefused func(string), log *slog.Logger) *connLimits {
@@ -102,12 +93,21 @@ func connKey(c net.Conn) (netip.Addr, bool) {
 	if !ok {
 		return netip.Addr{}, false
 	}
+	return ClientKey(ip), true
+}
+
+// ClientKey is the address a per-client limit counts a peer under: an
+// IPv4 address as itself (an IPv4-mapped IPv6 one too), an IPv6 address by
+// its /64, which is what one subscriber gets (RFC 6177): keyed by /128,
+// each of her 2^64 addresses would have a limit of its own. The gateway's
+// per-IP rate limits and the listener's connection cap both key by it.
+func ClientKey(ip netip.Addr) netip.Addr {
 	ip = ip.Unmap()
 	if ip.Is6() {
 		p, _ := ip.Prefix(64) // cannot fail for an IPv6 address
 		ip = p.Addr()
 	}
-	return ip, true
+	return ip
 }
 
 // admit counts c in, or says why it is refused.

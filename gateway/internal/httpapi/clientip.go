@@ -6,6 +6,8 @@ import (
 	"net/netip"
 
 	"github.com/valyala/fasthttp"
+
+	"flashsale/pkg/httpserver"
 )
 
 // clientIP is the address the per-IP limits key on: the socket peer, or,
@@ -55,14 +57,10 @@ func addrOf(ip net.IP) netip.Addr {
 	return a.Unmap()
 }
 
-// ipKey writes the limiter key of an address into buf without allocating.
-// An IPv6 address is keyed by its /64: that is what one subscriber gets
-// (RFC 6177), and keyed by /128 each of her 2^64 addresses would have a
-// bucket of its own.
+// ipKey writes the limiter key of an address into buf without allocating:
+// its httpserver.ClientKey (an IPv6 address by its /64), as the listener's
+// connection cap counts it.
 func ipKey(buf *[16]byte, ip netip.Addr) []byte {
-	*buf = ip.As16()
-	if ip.Is6() && !ip.Is4In6() {
-		clear(buf[8:])
-	}
+	*buf = httpserver.ClientKey(ip).As16()
 	return buf[:]
 }
