@@ -158,6 +158,15 @@ func NewEvictionWatch(c rueidis.Client, every time.Duration, log *slog.Logger) *
 	return &EvictionWatch{c: c, every: every, log: log, now: time.Now}
 }
 
+// Ready is a service's readiness check of its Redis: it answers a PING,
+// and no node may evict the sale's keys (Err).
+func (w *EvictionWatch) Ready(ctx context.Context) error {
+	if err := w.c.Do(ctx, w.c.B().Ping().Build()).Error(); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	return w.Err(ctx)
+}
+
 // Err returns an error wrapping ErrEvicts while a node may evict keys. A
 // node that cannot be reached or refuses INFO keeps the last answer until
 // the next check: the readiness probe's own ping reports an unreachable

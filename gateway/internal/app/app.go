@@ -36,21 +36,21 @@ import (
 
 // Gateway is a wired gateway, ready to Serve.
 type Gateway struct {
-	cfg      config.Config
-	log      *slog.Logger
-	redis    rueidis.Client
-	eviction *redisconn.EvictionWatch // readiness: no Redis node may evict the sale's keys
-	pool     *pgxpool.Pool
-	producer *publish.Producer
-	catalog  *catalog.Catalog
-	stock    *stock.Store
-	watcher  *catalog.Watcher
-	queue    *queue.Queue
-	bypass   *queue.Bypass
-	api      *httpapi.API
-	dash     *web.Dashboard
-	public   *httpserver.Server
-	admin    *httpserver.Server
+	cfg        config.Config
+	log        *slog.Logger
+	redis      rueidis.Client
+	redisReady *redisconn.EvictionWatch // readiness: Redis answers, and no node may evict the sale's keys
+	pool       *pgxpool.Pool
+	producer   *publish.Producer
+	catalog    *catalog.Catalog
+	stock      *stock.Store
+	watcher    *catalog.Watcher
+	queue      *queue.Queue
+	bypass     *queue.Bypass
+	api        *httpapi.API
+	dash       *web.Dashboard
+	public     *httpserver.Server
+	admin      *httpserver.Server
 	// limits are the rate limits the last load of the configuration set
 	// (New or Reload): a reload applies only those it changes.
 	limits limitSettings
@@ -119,7 +119,7 @@ func (g *Gateway) dialClients(ctx context.Context) error {
 	if err := redisconn.RefuseEviction(ctx, rc, g.log); err != nil {
 		return err
 	}
-	g.eviction = redisconn.NewEvictionWatch(rc, redisconn.EvictionRecheck, g.log)
+	g.redisReady = redisconn.NewEvictionWatch(rc, redisconn.EvictionRecheck, g.log)
 	g.pool, err = pgxpool.New(ctx, g.cfg.PostgresDSN)
 	if err != nil {
 		return fmt.Errorf("postgres pool: %w", err)
@@ -185,13 +185,13 @@ func (g *Gateway) buildAPI(ctx context.Context, verifier *auth.Verifier) error {
 		Metrics:         m,
 		Gatherer:        reg,
 		Ready: func(ctx context.Context) error {
-			if err := g.redis.Do(ctx, g.redis.B().Ping().Build()).Error(); err != nil {
+			if err := g.redisReady.Ready(ctx); err != nil {
 				return fmt.Errorf("redis: %w", err)
 			}
 			if !g.catalog.Loaded() {
 				return catalog.ErrNoCatalog
 			}
-			return g.eviction.Err(ctx)
+			return nil
 		},
 		AdminToken: cfg.AdminToken,
 		BaseCtx:    context.WithoutCancel(ctx),

@@ -167,7 +167,7 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 	svc := &service{cons: cons, relay: rl, tracker: tracker,
 		sweeper: expiry.New(st, rl, log.With("component", "expiry"), m, cfg.ExpiryBatch),
 		health: api.NewHealth(st, m, map[string]api.ReadyChecker{"kafka-consumer": cons,
-			"redis": redisCheck{c.rc, redisconn.NewEvictionWatch(c.rc, redisconn.EvictionRecheck, log)}}),
+			"redis": redisCheck{redisconn.NewEvictionWatch(c.rc, redisconn.EvictionRecheck, log)}}),
 		sales: sale.NewService(st, stk, sale.WithAcceptedRecords(c.rc), sale.WithCatchUp(c.lag, cfg.CatchUpTimeout),
 			sale.WithLagTracker(tracker), sale.WithMetrics(m), sale.WithInFlightWindow(cfg.InFlightWindow),
 			sale.WithReleases(rl.Drain)),
@@ -189,18 +189,12 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 // redisCheck is the readiness check of Redis, which the service writes
 // (releases, repairs, loads): it answers, and no node may evict the sale's
 // keys.
-type redisCheck struct {
-	rc       rueidis.Client
-	eviction *redisconn.EvictionWatch
-}
+type redisCheck struct{ w *redisconn.EvictionWatch }
 
 func (r redisCheck) Ready() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := r.rc.Do(ctx, r.rc.B().Ping().Build()).Error(); err != nil {
-		return fmt.Errorf("ping: %w", err)
-	}
-	return r.eviction.Err(ctx)
+	return r.w.Ready(ctx)
 }
 
 // listen opens the public and the admin listener.
