@@ -307,3 +307,63 @@ func TestPayByProviderOnly(t *testing.T) {
 		t.Errorf("cancel: %d %s, want 200 CANCELLED", r.status, r.raw)
 	}
 }
+
+// A pay or cancel whose COMMIT PostgreSQL refuses answers 503 and changes
+// nothing: the order stays PENDING and its unit stays sold in Redis. The
+// source articles' expiry job gave the unit back inside its transaction,
+// so a refused commit left a PENDING order, payable, whose unit was on
+// sale again: one unit sold twice. And a pay answered 200 over a refused
+// commit would leave a paid shopper's order to expire. Once commits go
+// through, the cancel gives the unit back, once.
+func TestTransitionsWhoseCommitFails(t *testing.T) {
+	t.Parallel()
+	pool, rc := testdb.Own(t)
+	st, stk := store.New(pool), stock.New(rc)
+	ctx := testenv.Context(t)
+	c := publicAPI(t, pool, rc)
+	s := testdb.Sale(t, st, 3)
+	testdb.Load(t, st, stk, s.ID)
+	o := testdb.Orders(t, st, stk, s, 0, time.Now(), "alice")[0]
+	path := "/api/flash-sales/orders/" + o.OrderID.String()
+	unchanged := func(when string) {
+		t.Helper()
+		got, err := st.GetOrder(ctx, o.OrderID)
+		if err != nil || got.Status != store.StatusPending {
+			t.Errorf("%s: order %+v (%v), want it PENDING", when, got, err)
+		}
+		holders, err := stk.Holders(ctx, s.ID)
+		if err != nil || holders["alice"] != o.OrderID.String() {
+			t.Errorf("%s: holders %v (%v), want alice's unit held", when, holders, err)
+		}
+		if left, err := stk.Left(ctx, s.ID, s.Items[0].ID); err != nil || left != 2 {
+			t.Errorf("%s: Redis left %d (%v), want 2", when, left, err)
+		}
+	}
+
+	lift := testdb.FailCommits(t, pool, "INSERT", "stock_release")
+	if r := do(t, c, "POST", path+"/cancel", token(t, "alice"), ""); r.status != 503 || r.body["error"] != api.CodeUnavailable {
+		t.Errorf("cancel with its commit refused: %d %s, want 503 %s", r.status, r.raw, api.CodeUnavailable)
+	}
+	unchanged("after the refused cancel")
+	lift()
+
+	lift = testdb.FailCommits(t, pool, "UPDATE", "flash_sale_order")
+	if r := do(t, c, "POST", path+"/pay", token(t, "alice"), `{"paymentRef":"refused"}`); r.status != 503 || r.body["error"] != api.CodeUnavailable {
+		t.Errorf("pay with its commit refused: %d %s, want 503 %s", r.status, r.raw, api.CodeUnavailable)
+	}
+	unchanged("after the refused payment")
+	lift()
+
+	for range 2 { // the second is an idempotent repeat
+		if r := do(t, c, "POST", path+"/cancel", token(t, "alice"), ""); r.status != 200 || r.body["status"] != store.StatusCancelled {
+			t.Fatalf("cancel: %d %s", r.status, r.raw)
+		}
+	}
+	holders, err := stk.Holders(ctx, s.ID)
+	if err != nil || len(holders) != 0 {
+		t.Errorf("holders after the cancel: %v (%v), want none", holders, err)
+	}
+	if left, err := stk.Left(ctx, s.ID, s.Items[0].ID); err != nil || left != 3 {
+		t.Errorf("Redis left after the cancel: %d (%v), want 3: the unit back once", left, err)
+	}
+}

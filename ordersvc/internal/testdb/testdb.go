@@ -9,12 +9,15 @@ package testdb
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/rueidis"
 
 	"flashsale/ordersvc/internal/store"
 	"flashsale/pkg/event"
@@ -37,6 +40,69 @@ func Pool(t testing.TB) *pgxpool.Pool {
 		t.Fatalf("migrate: %v", err)
 	}
 	return pool
+}
+
+// Own gives a test a database and a Redis server of its own: a migrated
+// pool on a fresh database (testenv.FreshDatabase) and a client of a
+// throwaway redis-server (testenv.ThrowawayRedis), both gone when the test
+// ends. A fresh database numbers its sales from 1, as the shared one did
+// when it was new, so its sales' Redis keys would collide with other
+// tests' in the shared Redis. For a test that changes the schema
+// (FailCommits).
+func Own(t testing.TB) (*pgxpool.Pool, rueidis.Client) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	pool, err := pgxpool.New(ctx, testenv.FreshDatabase(t))
+	if err != nil {
+		t.Fatalf("connect postgres: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	if _, _, err := store.Migrate(ctx, pool); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.ThrowawayRedis(t)}, DisableCache: true})
+	if err != nil {
+		t.Fatalf("connect redis: %v", err)
+	}
+	t.Cleanup(rc.Close)
+	return pool, rc
+}
+
+// ErrCommitRefused is the SQLSTATE of the exception FailCommits raises
+// (raise_exception).
+const ErrCommitRefused = "P0001"
+
+// FailCommits makes PostgreSQL refuse the COMMIT of every transaction that
+// runs op ("INSERT" or "UPDATE") on table, after each of its statements
+// succeeded: a deferred constraint trigger that raises. Nothing such a
+// transaction did is kept, as when a commit meets a serialization
+// failure, a full disk or a lost connection. It returns the function that
+// lifts it (also called when the test ends). Only on a database of the
+// test's own (Own): every transaction of the database is subject to it.
+func FailCommits(t testing.TB, pool *pgxpool.Pool, op, table string) (lift func()) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	name := fmt.Sprintf("refuse_commit_%s_%s", strings.ToLower(op), table)
+	ddl := fmt.Sprintf(`
+		CREATE OR REPLACE FUNCTION %[1]s() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'commit refused by the test (%[2]s on %[3]s)'; END $$;
+		CREATE CONSTRAINT TRIGGER %[1]s AFTER %[2]s ON %[3]s
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION %[1]s()`, name, op, table)
+	if _, err := pool.Exec(ctx, ddl); err != nil {
+		t.Fatalf("refuse commits: %v", err)
+	}
+	var once sync.Once
+	lift = func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := pool.Exec(ctx, fmt.Sprintf("DROP TRIGGER %s ON %s", name, table)); err != nil {
+				t.Errorf("lift the commit refusal: %v", err)
+			}
+		})
+	}
+	t.Cleanup(lift)
+	return lift
 }
 
 var seq atomic.Int64
