@@ -60,6 +60,15 @@ func newEnv(t *testing.T) *env {
 	return &env{pool: pool, st: store.New(pool), rc: rc, stk: stock.New(rc)}
 }
 
+// ownEnv is newEnv on a database and a Redis of the test's own
+// (testdb.Own): no other test's sweeper or relay takes its orders.
+func ownEnv(t *testing.T) *env {
+	t.Helper()
+	pool, rc := testdb.Own(t)
+	st := store.New(pool)
+	return &env{pool: pool, st: st, rc: rc, stk: stock.New(rc)}
+}
+
 // sweeper takes large batches: services and benchmarks of other packages
 // leave due orders in the shared database, and a test's orders must not
 // wait behind them.
@@ -509,6 +518,38 @@ func TestCrashBetweenExpiryAndRelease(t *testing.T) {
 	if left, _ := e.stk.Left(ctx, s.ID, s.Items[0].ID); left != 5 {
 		t.Errorf("Redis left: %d, want 5", left)
 	}
+}
+
+// An expiry pass whose COMMIT PostgreSQL refuses gives nothing back: the
+// orders stay PENDING, sold stays, Redis keeps their units held. The
+// source articles' expiry job released the stock inside its transaction
+// (DESIGN.md), so a refused commit left PENDING orders, still payable,
+// whose units were on sale again. Once commits go through, the next pass
+// expires them and each unit comes back once.
+func TestExpiryWhoseCommitFails(t *testing.T) {
+	t.Parallel()
+	e := ownEnv(t)
+	ctx := testenv.Context(t)
+	s, evs := e.sale(t, time.Now().Add(-ttl-time.Second), 4)
+	want := make(map[uuid.UUID]string, len(evs))
+	for _, ev := range evs {
+		want[ev.OrderID] = store.StatusPending
+	}
+
+	lift := testdb.FailCommits(t, e.pool, "INSERT", "stock_release")
+	if n, err := e.sweeper().Sweep(ctx); err == nil || n != 0 {
+		t.Errorf("sweep with its commit refused: expired %d, err %v; want 0 and the error", n, err)
+	}
+	e.check(t, s, evs, want)
+	lift()
+
+	if n, err := e.sweeper().Sweep(ctx); err != nil || n != len(evs) {
+		t.Fatalf("sweep: expired %d, err %v; want %d", n, err, len(evs))
+	}
+	for id := range want {
+		want[id] = store.StatusExpired
+	}
+	e.check(t, s, evs, want)
 }
 
 // Run stops when its context ends and returns nil.

@@ -721,3 +721,70 @@ func TestNeverPlaced(t *testing.T) {
 		}
 	}
 }
+
+// A relay pass whose COMMIT PostgreSQL refuses has given its units back in
+// Redis already (the release runs inside the pass's transaction, before
+// the outcome is recorded): the window between the release and its record
+// that a crash also hits. The rows stay pending, so the next pass releases
+// them again, and the release, keyed by order id, gives nothing twice.
+func TestReleaseWhoseRecordFails(t *testing.T) {
+	t.Parallel()
+	pool, rc := testdb.Own(t)
+	st, stk := store.New(pool), stock.New(rc)
+	ctx := testenv.Context(t)
+	s := testdb.Sale(t, st, 3)
+	testdb.Load(t, st, stk, s.ID)
+	evs := testdb.Orders(t, st, stk, s, 0, time.Now(), "u1", "u2", "u3")
+	ids := make([]uuid.UUID, len(evs))
+	for i, e := range evs {
+		ids[i] = e.OrderID
+		if _, err := st.Cancel(ctx, e.OrderID, e.UserID); err != nil { // an outbox row each, nothing released
+			t.Fatal(err)
+		}
+	}
+	recorded := func() map[uuid.UUID]string {
+		t.Helper()
+		got := map[uuid.UUID]string{}
+		rows, err := pool.Query(ctx, `SELECT order_id, coalesce(outcome, 'pending') FROM stock_release WHERE order_id = ANY($1)`, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var id uuid.UUID
+		var outcome string
+		if _, err := pgx.ForEachRow(rows, []any{&id, &outcome}, func() error { got[id] = outcome; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	left := func(want int64, when string) {
+		t.Helper()
+		if got, err := stk.Left(ctx, s.ID, s.Items[0].ID); err != nil || got != want {
+			t.Errorf("%s: Redis left %d (%v), want %d", when, got, err, want)
+		}
+	}
+	left(0, "before the release")
+
+	lift := testdb.FailCommits(t, pool, "UPDATE", "stock_release")
+	rl := relay.New(st, stk, quiet, metrics.New())
+	if n, err := rl.Drain(ctx, ids); err == nil || n != 0 {
+		t.Errorf("drain with its commit refused: marked %d, err %v; want 0 and the error", n, err)
+	}
+	left(3, "after the refused record")
+	pending := map[uuid.UUID]string{ids[0]: "pending", ids[1]: "pending", ids[2]: "pending"}
+	if diff := cmp.Diff(pending, recorded()); diff != "" {
+		t.Errorf("outcomes after the refused record (-want +got):\n%s", diff)
+	}
+	lift()
+
+	if n, err := rl.Drain(ctx, ids); err != nil || n != 3 {
+		t.Fatalf("drain: marked %d, err %v; want 3", n, err)
+	}
+	left(3, "after the second release")
+	notHeld := map[uuid.UUID]string{ids[0]: store.OutcomeNotHeld, ids[1]: store.OutcomeNotHeld, ids[2]: store.OutcomeNotHeld}
+	if diff := cmp.Diff(notHeld, recorded()); diff != "" {
+		t.Errorf("outcomes (-want +got):\n%s", diff)
+	}
+	if holders, err := stk.Holders(ctx, s.ID); err != nil || len(holders) != 0 {
+		t.Errorf("holders: %v (%v), want none", holders, err)
+	}
+}
