@@ -296,3 +296,51 @@ func TestReleaseAbandonedSkipsSettledSales(t *testing.T) {
 	reserve("added", old())
 	pass("a changed count", 1)
 }
+
+// A write-off whose COMMIT PostgreSQL refuses gives nothing back: no
+// REJECTED row took the order id, so the order may still arrive from the
+// broker and be persisted, and its unit must still be held when it does.
+// Once commits go through, the next pass writes the reservation off and
+// its unit comes back once.
+func TestWriteOffWhoseCommitFails(t *testing.T) {
+	t.Parallel()
+	pool, rc := testdb.Own(t)
+	st, stk := store.New(pool), stock.New(rc)
+	ctx := testenv.Context(t)
+	sl := testdb.Sale(t, st, 2)
+	testdb.Load(t, st, stk, sl.ID)
+	item := sl.Items[0].ID
+	const window = 2 * time.Second
+	id := v7At(t, time.Now().Add(-window-time.Second))
+	if _, err := stk.Reserve(ctx, sl.ID, item, "abandoned", id.String()); err != nil {
+		t.Fatal(err)
+	}
+	rl := relay.New(st, stk, quietLog, metrics.New())
+	svc := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithInFlightWindow(window), sale.WithReleases(rl.Drain))
+
+	lift := testdb.FailCommits(t, pool, "INSERT", "stock_release")
+	if got, err := svc.ReleaseAbandoned(ctx, sl.ID); err == nil || got.Released != 0 {
+		t.Errorf("write-off with its commit refused: %+v, err %v; want nothing released and the error", got, err)
+	}
+	if holders, err := stk.Holders(ctx, sl.ID); err != nil || holders["abandoned"] != id.String() {
+		t.Errorf("holders after the refused write-off: %v (%v), want the reservation held", holders, err)
+	}
+	if n := left(t, stk, sl.ID, item); n != 1 {
+		t.Errorf("Redis left after the refused write-off: %d, want 1", n)
+	}
+	if _, err := st.GetOrder(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("order %s after the refused write-off: %v, want no row", id, err)
+	}
+	lift()
+
+	if got, err := svc.ReleaseAbandoned(ctx, sl.ID); err != nil || got.Released != 1 {
+		t.Fatalf("write-off: %+v, err %v; want one released", got, err)
+	}
+	testdb.WaitReleased(t, pool, id)
+	if n := left(t, stk, sl.ID, item); n != 2 {
+		t.Errorf("Redis left after the write-off: %d, want 2: the unit back once", n)
+	}
+	if holders, err := stk.Holders(ctx, sl.ID); err != nil || len(holders) != 0 {
+		t.Errorf("holders after the write-off: %v (%v), want none", holders, err)
+	}
+}
