@@ -50,6 +50,20 @@ func newEnv(t *testing.T) *env {
 		t.Fatalf("connect redis: %v", err)
 	}
 	t.Cleanup(rc.Close)
+	return newEnvOn(t, pool, rc)
+}
+
+// ownEnv is newEnv on a database and a Redis of the test's own (testdb.Own).
+func ownEnv(t *testing.T) *env {
+	t.Helper()
+	testenv.Require(t, testenv.KafkaBrokers())
+	pool, rc := testdb.Own(t)
+	return newEnvOn(t, pool, rc)
+}
+
+// newEnvOn is newEnv on the given database and Redis.
+func newEnvOn(t *testing.T, pool *pgxpool.Pool, rc rueidis.Client) *env {
+	t.Helper()
 	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
 	suffix := uuid.NewString()[:8]
 	e := &env{

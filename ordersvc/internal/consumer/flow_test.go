@@ -456,6 +456,84 @@ func TestOffsetsFollowTheDatabase(t *testing.T) {
 	}
 }
 
+// A batch whose COMMIT PostgreSQL refuses is retried, not lost: no offset
+// is stored, nothing is dead-lettered and no reservation is given up while
+// the refusal lasts, though every statement of the batch succeeded. Once
+// commits go through, every event becomes one row, the refused order's
+// holder goes (after the commit that wrote its outbox row) and the offsets
+// move past them.
+func TestBatchWhoseCommitFails(t *testing.T) {
+	t.Parallel()
+	e := ownEnv(t)
+	ctx := testenv.Context(t)
+	sale := testdb.Sale(t, e.store, 2)
+	item := sale.Items[0].ID
+	// Redis holds a unit more than PostgreSQL, as after a bad load, so the
+	// third order is refused there (SOLD_OUT_IN_DB) and its holder dropped.
+	if err := e.stock.Load(ctx, sale.ID, []stock.ItemStock{{ItemID: item, Left: 3}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	evs := []event.OrderPlaced{orderEvent(sale, 0, "u1"), orderEvent(sale, 0, "u2"), orderEvent(sale, 0, "u3")}
+	held := map[string]string{}
+	for _, ev := range evs {
+		if _, err := e.stock.Reserve(ctx, sale.ID, item, ev.UserID, ev.OrderID.String()); err != nil {
+			t.Fatal(err)
+		}
+		held[ev.UserID] = ev.OrderID.String()
+	}
+	holders := func(want map[string]string, when string) {
+		t.Helper()
+		got, err := e.stock.Holders(ctx, sale.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("holders %s (-want +got):\n%s", when, diff)
+		}
+	}
+
+	lift := testdb.FailCommits(t, e.pool, "INSERT", "flash_sale_order")
+	e.publishEvents(evs...)
+	r := e.start(e.store, 5*time.Second)
+	eventually(t, 20*time.Second, "the refused batch retried", func() (bool, string) {
+		n := testutil.ToFloat64(r.metrics.BatchRetries)
+		return n >= 2, fmt.Sprintf("%v retries", n)
+	})
+	for _, ev := range evs {
+		if st, _ := e.status(ev.OrderID); st != "" {
+			t.Errorf("order of %s written though its commit was refused: %s", ev.UserID, st)
+		}
+	}
+	if got := e.committed(); got != 0 {
+		t.Errorf("offsets committed with the batch's commit refused: %d, want 0", got)
+	}
+	if got := testutil.ToFloat64(r.metrics.DLQ); got != 0 {
+		t.Errorf("dead-lettered before the commit: %v", got)
+	}
+	holders(held, "while commits are refused")
+	lift()
+
+	e.waitCommitted(int64(len(evs)))
+	want := []string{store.StatusPending, store.StatusPending, store.StatusRejected}
+	for i, ev := range evs {
+		if st, reason := e.status(ev.OrderID); st != want[i] {
+			t.Errorf("order of %s: %s %s, want %s", ev.UserID, st, reason, want[i])
+		}
+	}
+	delete(held, "u3")
+	eventually(t, 10*time.Second, "the refused order's holder dropped", func() (bool, string) {
+		got, err := e.stock.Holders(ctx, sale.ID)
+		return err == nil && len(got) == len(held), fmt.Sprintf("%v %v", got, err)
+	})
+	holders(held, "after the commit")
+	if got := e.sold(sale.ID); got != 2 {
+		t.Errorf("sold: %d, want 2", got)
+	}
+	if dead := e.readDLQ(1); header(dead[0], consumer.HeaderOrderID) != evs[2].OrderID.String() {
+		t.Errorf("dead letter of order %s, want %s", header(dead[0], consumer.HeaderOrderID), evs[2].OrderID)
+	}
+}
+
 // Members joining and leaving the group move partitions around; every
 // event still becomes exactly one row and every offset gets committed.
 func TestRebalanceKeepsExactlyOneRowPerEvent(t *testing.T) {
