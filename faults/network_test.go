@@ -2,8 +2,11 @@ package faults
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -316,5 +319,200 @@ func TestBrokerNetworkFaults(t *testing.T) {
 	r.Answered = fmt.Sprintf("broker advertises %v through the proxy; cut off: %s, first 202 %v after healing; broker frozen: %s, Redis then held %d units for %d accepted; after SIGCONT: %s, first 202 %v after; %d orders persisted for purchases answered 503 (%d settled REJECTED PUBLISH_FAILED by the gateway), %d shoppers told 202 then REJECTED",
 		advertised, sl.summary(inCut), healedAfter.Round(time.Millisecond), sl.summary(in), len(held), acceptedBefore,
 		sl.summary(func(a answer) bool { return a.phase == thawed }), back.Round(time.Millisecond), phantom, tombstones, rejected)
+	r.Audit = "no reconcile; audit " + sl.audit(d)
+}
+
+// Network faults between the order service and PostgreSQL, through
+// toxiproxy: answers delayed past every timeout, a black hole, and answers
+// lost (reset_peer on the server's side of the stream: PostgreSQL runs a
+// statement, commits it, and the service never hears so). The gateway
+// keeps selling (it needs Redis and the broker, not the database); the
+// consumer retries its batch until it commits, and a batch committed
+// unheard comes back as duplicates; polls and cancels answer 503. A cancel
+// answered 503 may have committed: it is then CANCELLED with its outbox
+// row, and the relay gives its unit back once the link heals. Every 202
+// ends with one row, nothing is dead-lettered, the audit is clean.
+func TestOrderServicePostgresNetworkFaults(t *testing.T) {
+	r := &row{Fault: "6c. network order service ↔ PostgreSQL (toxiproxy)",
+		Injected: "order service's PostgreSQL through an in-process toxiproxy; 2.5s each: latency 3000ms on answers, black hole (timeout toxic, both ways), reset_peer on answers (statements run, answers lost); 1.5s clean between; crowd 20 req/s; in each fault 4 cancels at once on connections used just before, and 2 polls through the gateway"}
+	record(t, r)
+	ctx := testenv.Context(t)
+	px := newNetFault(t, "postgres", testenv.PostgresAddr())
+	dsn, err := url.Parse(testenv.PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn.Host = px.addr
+	s := harness.Start(t, harness.Options{
+		Env:     baseEnv(nil),
+		ProcEnv: map[string]map[string]string{"ordersvc": {"FLASHSALE_PG_DSN": dsn.String()}},
+	})
+	d := dial(t)
+	const qty = 800
+	sl := openSale(t, s, qty)
+	stop := sl.crowd(ctx, 100, 64)
+	sl.waitAccepted(120, 20*time.Second)
+	stop()
+	persisted := sl.acceptedCopy()
+	d.waitPersisted(t, sl.id, persisted, 30*time.Second)
+	// Orders persisted before the faults, as order id and user: the first
+	// ten are polled, the rest cancelled.
+	before := make([][2]string, 0, len(persisted))
+	for o, u := range persisted {
+		before = append(before, [2]string{o, u})
+	}
+	toCancel := before[10:]
+
+	faults := []struct {
+		name, kind string
+		streams    []string
+		attrs      string
+	}{
+		{"latency", "latency", []string{"downstream"}, `{"latency":3000}`},
+		{"black hole", "timeout", []string{"upstream", "downstream"}, `{"timeout":0}`},
+		{"answers lost", "reset_peer", []string{"downstream"}, `{"timeout":0}`},
+	}
+	type cancelled struct {
+		fault, order, user string
+		code               int
+		took               time.Duration
+	}
+	orderPath := func(o [2]string) string { return s.OrdersURL + "/api/flash-sales/orders/" + o[0] }
+	var cancels []cancelled
+	var parts []string
+	for i, f := range faults {
+		faultPhase, cleanPhase := int32(2*i+1), int32(2*i+2)
+		// Cancel on the pool's connections just before the fault. pgxpool
+		// pings a connection idle for over a second before handing it out,
+		// and pgx prepares a statement on a connection's first use of it:
+		// either round trip lost to the fault would keep the cancels below
+		// from ever reaching PostgreSQL. With the connections warm, those
+		// are sent, run and committed, and only their answers meet the
+		// fault.
+		var wg sync.WaitGroup
+		for _, o := range toCancel[:8] {
+			wg.Go(func() {
+				if code, body, _, err := harness.Do(ctx, "POST", orderPath(o)+"/cancel", token(t, o[1]), nil); err != nil || code != http.StatusOK {
+					t.Errorf("cancel before the %s: %d %s %v", f.name, code, body, err)
+				}
+			})
+		}
+		wg.Wait()
+		toCancel = toCancel[8:]
+		px.inject(f.kind, f.attrs, f.streams...)
+		began := time.Now()
+		sl.setPhase(faultPhase)
+		stop = sl.crowd(ctx, 20, 64)
+		var mu sync.Mutex
+		var pollCodes []string
+		for _, o := range toCancel[:4] {
+			wg.Go(func() {
+				start := time.Now()
+				code, body, _, err := harness.Do(ctx, "POST", orderPath(o)+"/cancel", token(t, o[1]), nil)
+				c := cancelled{fault: f.name, order: o[0], user: o[1], code: code, took: time.Since(start)}
+				if err != nil || (code != http.StatusServiceUnavailable && code != http.StatusOK) {
+					t.Errorf("%s: cancel of %s: %d %s %v, want 503 (or 200 before the fault took hold)", f.name, o[0], code, body, err)
+				}
+				if c.took > 4*time.Second {
+					t.Errorf("%s: cancel took %v", f.name, c.took)
+				}
+				mu.Lock()
+				cancels = append(cancels, c)
+				mu.Unlock()
+			})
+		}
+		toCancel = toCancel[4:]
+		time.Sleep(200 * time.Millisecond)
+		for _, o := range before[8:10] {
+			wg.Go(func() {
+				start := time.Now()
+				code, status, err := poll(ctx, s, o[0], token(t, o[1]))
+				took := time.Since(start)
+				mu.Lock()
+				pollCodes = append(pollCodes, fmt.Sprintf("%d in %v", code, took.Round(10*time.Millisecond)))
+				mu.Unlock()
+				if err != nil || code != http.StatusServiceUnavailable || took > 4*time.Second {
+					t.Errorf("%s: poll of %s: %d %s %v after %v, want 503 within 4s", f.name, o[0], code, status, err, took)
+				}
+			})
+		}
+		wg.Wait()
+		time.Sleep(time.Until(began.Add(2500 * time.Millisecond)))
+		stop()
+		px.heal()
+		sl.setPhase(cleanPhase)
+		stop = sl.crowd(ctx, 20, 64)
+		time.Sleep(1500 * time.Millisecond)
+		stop()
+		sl.checkOnly(f.name+": purchases", within(faultPhase), outcome.Accepted)
+		parts = append(parts, fmt.Sprintf("%s: purchases %s, polls %s", f.name, sl.summary(within(faultPhase)), strings.Join(pollCodes, ", ")))
+	}
+
+	sl.setPhase(100)
+	sl.untilSoldOut(ctx, 150, 64, 60*time.Second)
+	accepted := sl.acceptedCopy()
+	d.waitPersisted(t, sl.id, accepted, 60*time.Second)
+	// A cancel answered 503 ended the order or left it PENDING, and one
+	// that ended it queued its unit: the relay returns it once the link
+	// is back, without an operator.
+	var unheard, refused int
+	for _, c := range cancels {
+		var status string
+		if err := d.pool.QueryRow(ctx, `SELECT status FROM flash_sale_order WHERE id = $1`, c.order).Scan(&status); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case c.code == http.StatusOK && status != "CANCELLED":
+			t.Errorf("%s: cancel of %s answered 200, order %s", c.fault, c.order, status)
+		case c.code != http.StatusOK && status == "CANCELLED":
+			unheard++
+		case c.code != http.StatusOK && status != "PENDING":
+			t.Errorf("%s: cancel of %s answered %d, order %s, want PENDING or CANCELLED", c.fault, c.order, c.code, status)
+		case c.code != http.StatusOK:
+			refused++
+		}
+	}
+	if unheard == 0 {
+		t.Errorf("no cancel during the faults committed unheard: the case this test is for did not happen")
+	}
+	// The shopper told 503 tries again: the cancel that committed unheard
+	// answers as the repeat it is, the refused one cancels now.
+	for _, c := range cancels {
+		if c.code == http.StatusOK {
+			continue
+		}
+		code, body, _, err := harness.Do(ctx, "POST", s.OrdersURL+"/api/flash-sales/orders/"+c.order+"/cancel", token(t, c.user), nil)
+		if err != nil || code != http.StatusOK || !strings.Contains(string(body), `"CANCELLED"`) {
+			t.Errorf("cancel of %s again after the %s: %d %s %v, want 200 CANCELLED", c.order, c.fault, code, body, err)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var pending int
+		if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM stock_release WHERE sale_id = $1 AND released_at IS NULL`, sl.id).Scan(&pending); err != nil {
+			t.Fatal(err)
+		}
+		if pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d units of cancelled orders still queued 15s after the link healed", pending)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Units given back went on sale again: sell them.
+	sl.setPhase(101)
+	sl.untilSoldOut(ctx, 150, 64, 30*time.Second)
+	accepted = sl.acceptedCopy()
+	d.waitPersisted(t, sl.id, accepted, 60*time.Second)
+	dead, err := readTopic(ctx, s.Env["FLASHSALE_DLQ_TOPIC"])
+	if err != nil {
+		t.Fatalf("read the dead-letter topic: %v", err)
+	}
+	if len(dead) != 0 {
+		t.Errorf("%d messages dead-lettered during the network faults, want none", len(dead))
+	}
+	r.Answered = strings.Join(parts, "; ") + fmt.Sprintf("; %d cancels during the faults: %d answered 200, %d refused and PENDING, %d answered 503 and CANCELLED (committed unheard; unit back by the relay); each 503 cancelled again: 200 CANCELLED; %d accepted in all, dead letters %d",
+		len(cancels), len(cancels)-unheard-refused, refused, unheard, len(accepted), len(dead))
 	r.Audit = "no reconcile; audit " + sl.audit(d)
 }
