@@ -150,14 +150,17 @@ func (p *Public) cancel(base context.Context, rctx *fasthttp.RequestCtx) {
 	}
 	if tr.Changed {
 		p.health.metrics.OrdersCancelled.Add(1)
-		// The unit goes back now, so the shopper can buy again as soon as
-		// this answer arrives; if Redis fails the outbox row stays and the
-		// relay's next pass returns it, and if Redis is slow the answer
-		// does not wait past the request's deadline: the release finishes
-		// in the background.
-		if _, err := p.relay.ReleaseNow(ctx, []uuid.UUID{id}, cancelReleaseWait); err != nil {
-			p.log.Warn("release of a cancelled order deferred to the relay", "order", id, "err", err)
-		}
+	}
+	// The unit goes back now, so the shopper can buy again as soon as this
+	// answer arrives; if Redis fails the outbox row stays and the relay's
+	// next pass returns it, and if Redis is slow the answer does not wait
+	// past the request's deadline: the release finishes in the background.
+	// A repeat does the same: it is how a shopper whose first cancel
+	// committed unheard (its answer lost, or past the deadline) learns the
+	// outcome, and its unit may still be queued. A row already released
+	// costs one query.
+	if _, err := p.relay.ReleaseNow(ctx, []uuid.UUID{id}, cancelReleaseWait); err != nil {
+		p.log.Warn("release of a cancelled order deferred to the relay", "order", id, "err", err)
 	}
 	writeJSON(rctx, fasthttp.StatusOK, viewOf(tr.Order))
 }

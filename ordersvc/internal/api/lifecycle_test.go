@@ -367,3 +367,28 @@ func TestTransitionsWhoseCommitFails(t *testing.T) {
 		t.Errorf("Redis left after the cancel: %d (%v), want 3: the unit back once", left, err)
 	}
 }
+
+// A cancel that committed unheard (its answer lost to the network, or
+// arriving past the request's deadline) left its unit queued in the outbox;
+// the shopper told 503 tries again, and that repeat gives the unit back
+// before it answers, as the first cancel would have, instead of leaving
+// it to the relay's next pass. No relay runs here.
+func TestCancelRepeatedAfterAnUnheardCommit(t *testing.T) {
+	t.Parallel()
+	pool, rc := testdb.Own(t)
+	st, stk := store.New(pool), stock.New(rc)
+	ctx := testenv.Context(t)
+	c := publicAPI(t, pool, rc)
+	s := testdb.Sale(t, st, 1)
+	testdb.Load(t, st, stk, s.ID)
+	o := testdb.Orders(t, st, stk, s, 0, time.Now(), "alice")[0]
+	if _, err := st.Cancel(ctx, o.OrderID, "alice"); err != nil { // committed, answer lost
+		t.Fatal(err)
+	}
+	if r := do(t, c, "POST", "/api/flash-sales/orders/"+o.OrderID.String()+"/cancel", token(t, "alice"), ""); r.status != 200 || r.body["status"] != store.StatusCancelled {
+		t.Fatalf("cancel again: %d %s", r.status, r.raw)
+	}
+	if _, err := stk.Reserve(ctx, s.ID, s.Items[0].ID, "alice", uuid.NewString()); err != nil {
+		t.Errorf("alice buys again once the repeated cancel answered: %v", err)
+	}
+}
