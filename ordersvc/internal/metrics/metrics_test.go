@@ -93,6 +93,19 @@ func TestObserveReconcileBounded(t *testing.T) {
 	}
 }
 
+// The periodic reconcile keeps the series of the sales still open only.
+func TestRetainReconciles(t *testing.T) {
+	c := metrics.New()
+	for i := range 3 {
+		c.ObserveReconcile(int64(i+1), metrics.Reconciliation{Differences: 1, At: time.Unix(int64(1000+i), 0)})
+	}
+	c.RetainReconciles([]int64{2, 7})
+	sales := labelValues(t, c, "flashsale_ordersvc_reconcile_differences", "sale")
+	if len(sales) != 1 || !sales["2"] {
+		t.Errorf("sales exposed: %v, want only 2", sales)
+	}
+}
+
 // The lag gauges appear with the first reading; a failed reading keeps the
 // last good numbers and says so.
 func TestConsumerLag(t *testing.T) {

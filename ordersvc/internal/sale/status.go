@@ -200,6 +200,9 @@ func (s *Service) WatchOpenSales(ctx context.Context, interval time.Duration, lo
 					"inFlight", rec.InFlight, "leaked", rec.Leaked, "summary", summarize(rec))
 			}
 		}
+		if s.metrics != nil {
+			s.metrics.RetainReconciles(ids)
+		}
 	})
 	return nil
 }

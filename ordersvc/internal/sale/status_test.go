@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"flashsale/ordersvc/internal/metrics"
 	"flashsale/ordersvc/internal/sale"
 	"flashsale/ordersvc/internal/store"
@@ -26,13 +24,9 @@ import (
 // an operator repairs.
 func TestWatchOpenSales(t *testing.T) {
 	t.Parallel()
-	testenv.Require(t, testenv.RedisAddr())
-	pool := testdb.Pool(t)
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
+	// A database of its own: the shared one holds every other test's open
+	// sales, more than the 64 whose series are kept.
+	pool, rc := testdb.Own(t)
 	st, stk := store.New(pool), stock.New(rc)
 	m := metrics.New()
 	svc := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithMetrics(m))
@@ -95,5 +89,37 @@ func TestWatchOpenSales(t *testing.T) {
 	}
 	if got, ok := fams.Value("flashsale_ordersvc_reconcile_differences", "sale", strconv.FormatInt(broken.ID, 10)); !ok || got != 1 {
 		t.Errorf("reconcile_differences of the broken sale: %v (present %v), want 1", got, ok)
+	}
+
+	// The broken sale ends: its series go at the next pass (its drift
+	// would otherwise page until a restart); its verdict stays in its
+	// status, and the open sale's series stay.
+	if _, err := pool.Exec(ctx, `UPDATE flash_sale SET ends_at = now() - interval '1 second' WHERE id = $1`, broken.ID); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop = context.WithCancel(ctx)
+	go func() {
+		done <- svc.WatchOpenSales(wctx, 100*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	defer func() { stop(); <-done }()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		fams, err := scrape.Gather(m.Gatherer())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, brokenShown := fams.Value("flashsale_ordersvc_reconcile_differences", "sale", strconv.FormatInt(broken.ID, 10))
+		_, openShown := fams.Value("flashsale_ordersvc_reconcile_differences", "sale", strconv.FormatInt(open.ID, 10))
+		if !brokenShown {
+			if !openShown {
+				t.Error("the open sale's series went with the ended one's")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the ended sale's reconcile series still exported 30s after its end")
+		}
+	}
+	if v, ok := svc.LastVerdict(broken.ID); !ok || v.Verdict != sale.VerdictDrift {
+		t.Errorf("the ended sale's verdict: %+v (%v), want its DRIFT kept", v, ok)
 	}
 }
