@@ -79,6 +79,9 @@ func run(ctx context.Context, args []string, env pkgconfig.Env, stdout, stderr i
 		return err
 	}
 	log := logging.New(stderr, cfg.Log, "gateway")
+	for _, a := range cfg.Advice() {
+		log.Warn("configuration works against itself", "advice", a)
+	}
 	stopProfile, err := profiling.StartLogged(cfg.Profile, log)
 	if err != nil {
 		return err

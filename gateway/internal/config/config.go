@@ -247,6 +247,19 @@ func Load(env pkgconfig.Env) (Config, error) {
 	return c, nil
 }
 
+// Advice names settings that are valid but work against each other; the
+// gateway logs each at start. Nothing here can be wrong for every
+// deployment, so nothing is refused.
+func (c Config) Advice() []string {
+	var out []string
+	if least := 2*c.PublishTimeout + c.RedisTimeout; c.InFlightWindow <= least {
+		out = append(out, fmt.Sprintf("FLASHSALE_INFLIGHT_WINDOW (%s) is not above twice FLASHSALE_PUBLISH_TIMEOUT plus FLASHSALE_REDIS_TIMEOUT (%s): "+
+			"an acknowledgement that comes after half the window is settled through PostgreSQL instead of trusted, "+
+			"so slow acknowledgements cost a transaction each and a 503 whenever the settling finds no order", c.InFlightWindow, least))
+	}
+	return out
+}
+
 func (c Config) validate() error {
 	var errs []error
 	need := func(ok bool, name, msg string) {

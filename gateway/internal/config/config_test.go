@@ -107,3 +107,29 @@ func TestNeedRestart(t *testing.T) {
 		t.Errorf("NeedRestart of the same configuration = %v, want none", got)
 	}
 }
+
+// The in-flight window below twice the publish timeout plus the Redis
+// timeout is advised against, not refused; the defaults draw no advice.
+func TestAdvice(t *testing.T) {
+	load := func(over map[string]string) Config {
+		t.Helper()
+		env := pkgconfig.Vars{
+			"FLASHSALE_JWT_HS256_KEY": strings.Repeat("k", 32),
+			"FLASHSALE_GATE_KEY":      strings.Repeat("g", 32),
+			"FLASHSALE_ADMIN_TOKEN":   strings.Repeat("a", 16),
+		}
+		maps.Copy(env, over)
+		c, err := Load(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if a := load(nil).Advice(); len(a) != 0 {
+		t.Errorf("advice on the defaults: %q", a)
+	}
+	a := load(map[string]string{"FLASHSALE_INFLIGHT_WINDOW": "3s", "FLASHSALE_PUBLISH_TIMEOUT": "1s", "FLASHSALE_REDIS_TIMEOUT": "1s"}).Advice()
+	if len(a) != 1 || !strings.Contains(a[0], "FLASHSALE_INFLIGHT_WINDOW (3s) is not above") || !strings.Contains(a[0], "(3s):") {
+		t.Errorf("advice on a 3s window with 1s timeouts: %q", a)
+	}
+}
