@@ -67,6 +67,26 @@ func (n *netFault) start() {
 	n.t.Fatalf("start proxy %s on %s: %v", n.name, n.addr, err)
 }
 
+// toxic is one fault a netFault injects: toxiproxy's toxic type, its JSON
+// attributes and the streams it acts on.
+type toxic struct {
+	name, kind string
+	streams    []string
+	attrs      string
+}
+
+// answerFaults are the faults of a service's link to a server that runs
+// what it is sent: answers delayed by latencyMS, a black hole both ways,
+// and answers lost (reset_peer on the server's side of the stream: the
+// server ran the request, the service never hears so).
+func answerFaults(latencyMS int) []toxic {
+	return []toxic{
+		{"latency", "latency", []string{"downstream"}, fmt.Sprintf(`{"latency":%d}`, latencyMS)},
+		{"black hole", "timeout", []string{"upstream", "downstream"}, `{"timeout":0}`},
+		{"answers lost", "reset_peer", []string{"downstream"}, `{"timeout":0}`},
+	}
+}
+
 // inject adds a toxic (toxiproxy's JSON attributes) on each stream.
 func (n *netFault) inject(kind, attrs string, streams ...string) {
 	n.t.Helper()
@@ -115,11 +135,7 @@ func TestRedisNetworkFaults(t *testing.T) {
 	const redisTimeout = 500 * time.Millisecond
 	sl := openSale(t, s, qty)
 
-	faults := []struct {
-		name, kind string
-		streams    []string
-		attrs      string
-	}{
+	faults := []toxic{
 		{"latency", "latency", []string{"downstream"}, `{"latency":1500}`},
 		{"black hole", "timeout", []string{"upstream", "downstream"}, `{"timeout":0}`},
 		{"reset", "reset_peer", []string{"upstream"}, `{"timeout":0}`},
@@ -365,15 +381,7 @@ func TestOrderServicePostgresNetworkFaults(t *testing.T) {
 	}
 	toCancel := before[10:]
 
-	faults := []struct {
-		name, kind string
-		streams    []string
-		attrs      string
-	}{
-		{"latency", "latency", []string{"downstream"}, `{"latency":3000}`},
-		{"black hole", "timeout", []string{"upstream", "downstream"}, `{"timeout":0}`},
-		{"answers lost", "reset_peer", []string{"downstream"}, `{"timeout":0}`},
-	}
+	faults := answerFaults(3000) // past the 2 s query timeout
 	type cancelled struct {
 		fault, order, user string
 		code               int
@@ -539,8 +547,7 @@ func (d *deps) waitReleased(t *testing.T, saleID int64, bound time.Duration) {
 // needs Redis only to give units back: a cancel commits in PostgreSQL and
 // answers 200 by its 2 s deadline at the latest, its release left to go
 // on in the background or queued in the outbox; the gateway, with a Redis
-// link of its own, keeps selling.
-// Once the link heals the relay gives every queued unit back, a release
+// link of its own, keeps selling. Once the link heals the relay gives every queued unit back, a release
 // that ran unheard is found done (not_held), and no unit comes back
 // twice: the audit's stock count would show it.
 func TestOrderServiceRedisNetworkFaults(t *testing.T) {
@@ -566,15 +573,7 @@ func TestOrderServiceRedisNetworkFaults(t *testing.T) {
 		toCancel = append(toCancel, [2]string{o, u})
 	}
 
-	faults := []struct {
-		name, kind string
-		streams    []string
-		attrs      string
-	}{
-		{"latency", "latency", []string{"downstream"}, `{"latency":1500}`},
-		{"black hole", "timeout", []string{"upstream", "downstream"}, `{"timeout":0}`},
-		{"answers lost", "reset_peer", []string{"downstream"}, `{"timeout":0}`},
-	}
+	faults := answerFaults(1500)
 	var cancelled []string
 	var parts []string
 	for i, f := range faults {
