@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -122,7 +121,7 @@ var ErrUncheckable = errors.New("redis eviction policy unknown")
 // node cannot be asked (its ACL refuses INFO, or it does not answer: a
 // cluster's dead replica must not keep a service from starting; the
 // client's own dial has already found a Redis that answers), and
-// otherwise says nothing. Readiness asks again (EvictionWatch).
+// otherwise says nothing. Readiness asks again (Watch).
 func RefuseEviction(ctx context.Context, c rueidis.Client, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -132,61 +131,4 @@ func RefuseEviction(ctx context.Context, c rueidis.Client, log *slog.Logger) err
 		return nil
 	}
 	return err
-}
-
-// EvictionWatch checks the policy again for readiness probes, at most once
-// per interval (a probe flood costs Redis nothing more), and logs each
-// change between evicting and not. A node's policy changes under a running
-// service with CONFIG SET, or when a replica with another configuration
-// takes over.
-type EvictionWatch struct {
-	c     rueidis.Client
-	every time.Duration
-	log   *slog.Logger
-	now   func() time.Time
-
-	mu  sync.Mutex
-	at  time.Time
-	err error // nil, or wraps ErrEvicts
-}
-
-// EvictionRecheck is how often a readiness probe asks the nodes again.
-const EvictionRecheck = 10 * time.Second
-
-// NewEvictionWatch watches c's nodes, asking them at most once per every.
-func NewEvictionWatch(c rueidis.Client, every time.Duration, log *slog.Logger) *EvictionWatch {
-	return &EvictionWatch{c: c, every: every, log: log, now: time.Now}
-}
-
-// Ready is a service's readiness check of its Redis: it answers a PING,
-// and no node may evict the sale's keys (Err).
-func (w *EvictionWatch) Ready(ctx context.Context) error {
-	if err := w.c.Do(ctx, w.c.B().Ping().Build()).Error(); err != nil {
-		return fmt.Errorf("ping: %w", err)
-	}
-	return w.Err(ctx)
-}
-
-// Err returns an error wrapping ErrEvicts while a node may evict keys. A
-// node that cannot be reached or refuses INFO keeps the last answer until
-// the next check: the readiness probe's own ping reports an unreachable
-// server.
-func (w *EvictionWatch) Err(ctx context.Context) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if now := w.now(); w.at.IsZero() || now.Sub(w.at) >= w.every {
-		err := CheckEviction(ctx, w.c)
-		w.at = now
-		if err != nil && !errors.Is(err, ErrEvicts) {
-			return w.err // unknown: keep the last answer, ask again after the interval
-		}
-		switch {
-		case err != nil && w.err == nil:
-			w.log.Error("Redis may evict the sale's keys: not ready until every node has maxmemory-policy noeviction", "err", err)
-		case err == nil && w.err != nil:
-			w.log.Info("Redis no longer evicts keys: ready again")
-		}
-		w.err = err
-	}
-	return w.err
 }

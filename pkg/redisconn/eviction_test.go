@@ -96,7 +96,7 @@ func TestCheckEviction(t *testing.T) {
 		addr := testenv.ThrowawayRedis(t)
 		c := testenv.RedisClient(t, addr)
 		var logs bytes.Buffer
-		w := redisconn.NewEvictionWatch(c, 0, slog.New(slog.NewTextHandler(&logs, nil)))
+		w := redisconn.NewWatch(c, 0, 0, slog.New(slog.NewTextHandler(&logs, nil)))
 		set := func(policy, max string) {
 			t.Helper()
 			for k, v := range map[string]string{"maxmemory-policy": policy, "maxmemory": max} {
@@ -129,7 +129,7 @@ func TestCheckEviction(t *testing.T) {
 	t.Run("asked at most once per interval", func(t *testing.T) {
 		addr := testenv.ThrowawayRedis(t)
 		c := testenv.RedisClient(t, addr)
-		w := redisconn.NewEvictionWatch(c, time.Hour, slog.New(slog.DiscardHandler))
+		w := redisconn.NewWatch(c, time.Hour, 0, slog.New(slog.DiscardHandler))
 		if err := w.Err(ctx); err != nil {
 			t.Fatal(err)
 		}

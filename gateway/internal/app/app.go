@@ -39,7 +39,7 @@ type Gateway struct {
 	cfg        config.Config
 	log        *slog.Logger
 	redis      rueidis.Client
-	redisReady *redisconn.EvictionWatch // readiness: Redis answers, and no node may evict the sale's keys
+	redisReady *redisconn.Watch // readiness: Redis answers, no node may evict the sale's keys, and the clocks agree
 	pool       *pgxpool.Pool
 	producer   *publish.Producer
 	catalog    *catalog.Catalog
@@ -119,7 +119,7 @@ func (g *Gateway) dialClients(ctx context.Context) error {
 	if err := redisconn.RefuseEviction(ctx, rc, g.log); err != nil {
 		return err
 	}
-	g.redisReady = redisconn.NewEvictionWatch(rc, redisconn.EvictionRecheck, g.log)
+	g.redisReady = redisconn.NewWatch(rc, redisconn.Recheck, redisconn.MaxClockSkew(g.cfg.InFlightWindow), g.log)
 	g.pool, err = pgxpool.New(ctx, g.cfg.PostgresDSN)
 	if err != nil {
 		return fmt.Errorf("postgres pool: %w", err)

@@ -648,3 +648,51 @@ func TestRedisThatMayEvict(t *testing.T) {
 		t.Errorf("the log does not say Redis may evict:\n%s", l)
 	}
 }
+
+// /readyz fails while this host's clock is further from Redis's than a
+// quarter of the in-flight window (every order carries the gateway's
+// time, which the order service compares with its own), and the log says
+// why.
+func TestReadinessFollowsTheClock(t *testing.T) {
+	testenv.Require(t, testenv.PostgresAddr(), testenv.KafkaBrokers())
+	cfg, err := config.Load(pkgconfig.Vars{
+		"FLASHSALE_PG_DSN":          testenv.PostgresDSN(),
+		"FLASHSALE_KAFKA_BROKERS":   testenv.KafkaBrokers(),
+		"FLASHSALE_REDIS_ADDR":      testenv.ThrowawayRedis(t),
+		"FLASHSALE_JWT_HS256_KEY":   string(jwtKey),
+		"FLASHSALE_GATE_KEY":        string(gateKey),
+		"FLASHSALE_ADMIN_TOKEN":     "test-admin-token-0123",
+		"FLASHSALE_INFLIGHT_WINDOW": "20s",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	gw, err := New(t.Context(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.redisReady.UseClock(func() time.Time { return time.Now().Add(6 * time.Second) })
+	sctx, cancel := context.WithCancel(context.Background())
+	pub, _ := net.Listen("tcp", "127.0.0.1:0")
+	adm, _ := net.Listen("tcp", "127.0.0.1:0")
+	done := make(chan error, 1)
+	go func() { done <- gw.ServeListeners(sctx, pub, adm) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gateway shutdown: %v", err)
+		}
+	}()
+	resp, err := http.Get("http://" + adm.Addr().String() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with the clock 6s ahead of Redis's (window 20s, 5s allowed): %d, want 503", resp.StatusCode)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "6s ahead of") {
+		t.Errorf("the log does not say the clock is ahead:\n%s", l)
+	}
+}

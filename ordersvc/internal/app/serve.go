@@ -167,7 +167,7 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 	svc := &service{cons: cons, relay: rl, tracker: tracker,
 		sweeper: expiry.New(st, rl, log.With("component", "expiry"), m, cfg.ExpiryBatch),
 		health: api.NewHealth(st, m, map[string]api.ReadyChecker{"kafka-consumer": cons,
-			"redis": redisCheck{redisconn.NewEvictionWatch(c.rc, redisconn.EvictionRecheck, log)}}),
+			"redis": newRedisCheck(c.rc, cfg, log)}),
 		sales: sale.NewService(st, stk, sale.WithAcceptedRecords(c.rc), sale.WithCatchUp(c.lag, cfg.CatchUpTimeout),
 			sale.WithLagTracker(tracker), sale.WithMetrics(m), sale.WithInFlightWindow(cfg.InFlightWindow),
 			sale.WithReleases(rl.Drain)),
@@ -187,9 +187,13 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 }
 
 // redisCheck is the readiness check of Redis, which the service writes
-// (releases, repairs, loads): it answers, and no node may evict the sale's
-// keys.
-type redisCheck struct{ w *redisconn.EvictionWatch }
+// (releases, repairs, loads): it answers, no node may evict the sale's
+// keys, and this host's clock agrees with Redis's.
+type redisCheck struct{ w *redisconn.Watch }
+
+func newRedisCheck(rc rueidis.Client, cfg config.Config, log *slog.Logger) redisCheck {
+	return redisCheck{redisconn.NewWatch(rc, redisconn.Recheck, redisconn.MaxClockSkew(cfg.InFlightWindow), log)}
+}
 
 func (r redisCheck) Ready() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)

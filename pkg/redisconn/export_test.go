@@ -1,0 +1,4 @@
+package redisconn
+
+// SkewErr is skewErr for the tests.
+var SkewErr = skewErr
