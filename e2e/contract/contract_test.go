@@ -36,6 +36,8 @@ var exempt = map[string]string{
 	"POST /admin/sales/{saleId}/reconcile 503":         "PostgreSQL or Redis not answering",
 	"GET /admin/sales/{saleId}/status 503":             "PostgreSQL not answering",
 	"POST /webhooks/payment 503":                       "PostgreSQL not answering",
+	"GET /admin/payments/refused 503":                  "PostgreSQL not answering",
+	"POST /admin/payments/refused/settle 503":          "PostgreSQL not answering",
 	"POST /admin/sales/{saleId}/reconcile 409":         "the consumer group lagging (ordersvc/internal/sale reconcile tests)",
 	"GET /readyz 503":                                  "draining or a dependency down (ordersvc/internal/app, gateway/internal/app tests)",
 	"POST /api/flash-sales/orders/{orderId}/pay 403":   "the shopper's own pay off, a payment webhook configured (ordersvc/internal/api TestPayByProviderOnly)",

@@ -153,6 +153,18 @@ func (c *contract) orders(sl sale) {
 	hook(http.StatusNotFound, none, sign(none))
 	huge := append(bytes.Repeat([]byte(" "), 9<<10), ok...)
 	hook(http.StatusRequestEntityTooLarge, huge, sign(huge))
+	// The refused confirmations above (another reference, an unknown
+	// order) are kept for a refund: listed, then settled.
+	refused := func(want int, method, path string, body []byte) []byte {
+		return r.want(want, call{on: ordersvcAdmin, method: method, path: path, token: c.admin, body: body})
+	}
+	if b := refused(http.StatusOK, http.MethodGet, "/admin/payments/refused?all=true", nil); !strings.Contains(string(b), `"hook-other"`) {
+		t.Errorf("refused payments: %.300s, want hook-other among them", b)
+	}
+	refused(http.StatusBadRequest, http.MethodGet, "/admin/payments/refused?all=maybe", nil)
+	refused(http.StatusOK, http.MethodPost, "/admin/payments/refused/settle", mustJSON(t, map[string]string{"paymentRef": "hook-other"}))
+	refused(http.StatusNotFound, http.MethodPost, "/admin/payments/refused/settle", mustJSON(t, map[string]string{"paymentRef": "never-refused-" + id}))
+	refused(http.StatusBadRequest, http.MethodPost, "/admin/payments/refused/settle", []byte(`{"paymentRef":1}`))
 
 	c.ordersvcAdmin(sl)
 }

@@ -85,6 +85,8 @@ func (a *Admin) router(base context.Context) *router.Router {
 	if a.webhook != nil {
 		// Authenticated by the body's signature, not the admin token.
 		r.POST("/webhooks/payment", func(ctx *fasthttp.RequestCtx) { a.webhook.handle(base, ctx) })
+		r.GET("/admin/payments/refused", with(a.webhook.listRefused))
+		r.POST("/admin/payments/refused/settle", with(a.webhook.settleRefused))
 	}
 	a.health.register(base, r, adminListener)
 	r.NotFound = notFound

@@ -2,12 +2,14 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/valyala/fasthttp"
@@ -210,6 +212,97 @@ func TestPaymentWebhook(t *testing.T) {
 	plain := serve(t, api.NewAdmin(sale.NewService(st, stock.New(rc)), adminToken, h, nil, quiet).Handler(context.Background()))
 	if r := do(t, plain, "POST", "/webhooks/payment", "", good); r.status != 404 {
 		t.Errorf("webhook without a secret: got %d, want 404", r.status)
+	}
+}
+
+// A signed confirmation refused for good is money taken for an order that
+// will not be paid: it is kept in PostgreSQL, listed to the operators
+// until one marks it settled (refunded, or honoured by hand), and the
+// provider sending it again counts an attempt, not a second payment.
+func TestRefusedPaymentsAreKeptUntilSettled(t *testing.T) {
+	t.Parallel()
+	pool, rc := testdb.Own(t)
+	st := store.New(pool)
+	secret := []byte("webhook-secret-0123456789abcdef-0123")
+	wh, err := api.NewPaymentWebhook(st, rc, secret, metrics.New(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serve(t, api.NewAdmin(sale.NewService(st, stock.New(rc)), adminToken, api.NewHealth(st, metrics.New(), nil), wh, quiet).Handler(context.Background()))
+	bearer := "Bearer " + string(adminToken)
+	s := testdb.Sale(t, st, 5)
+	due := testdb.Orders(t, st, nil, s, 0, time.Now().Add(-10*time.Minute-time.Second), "bob")[0]
+	confirm := func(id uuid.UUID, ref string) int {
+		t.Helper()
+		b := fmt.Sprintf(`{"orderId":%q,"paymentRef":%q}`, id, ref)
+		r := doWith(t, c, "POST", "/webhooks/payment", "", b, map[string]string{api.HeaderPaymentSignature: api.Sign(secret, []byte(b))})
+		return r.status
+	}
+	type refused struct {
+		PaymentRef string     `json:"paymentRef"`
+		OrderID    uuid.UUID  `json:"orderId"`
+		Code       string     `json:"code"`
+		Attempts   int        `json:"attempts"`
+		SettledAt  *time.Time `json:"settledAt"`
+	}
+	list := func(query string) []refused {
+		t.Helper()
+		r := do(t, c, "GET", "/admin/payments/refused"+query, bearer, "")
+		var got struct {
+			Payments []refused `json:"payments"`
+			More     bool      `json:"more"`
+		}
+		if err := json.Unmarshal([]byte(r.raw), &got); r.status != 200 || err != nil || got.More {
+			t.Fatalf("list%s: %d %s %v", query, r.status, r.raw, err)
+		}
+		return got.Payments
+	}
+
+	stranger := uuid.New()
+	if got := confirm(due.OrderID, "late-1"); got != 409 {
+		t.Fatalf("confirmation after the window: %d, want 409", got)
+	}
+	if got := confirm(due.OrderID, "late-1"); got != 409 { // the provider again
+		t.Fatalf("the same confirmation again: %d, want 409", got)
+	}
+	if got := confirm(stranger, "unknown-1"); got != 404 {
+		t.Fatalf("confirmation of an unknown order: %d, want 404", got)
+	}
+	want := []refused{
+		{PaymentRef: "late-1", OrderID: due.OrderID, Code: api.CodeOrderExpired, Attempts: 2},
+		{PaymentRef: "unknown-1", OrderID: stranger, Code: api.CodeNotFound, Attempts: 1},
+	}
+	if diff := cmp.Diff(want, list("")); diff != "" {
+		t.Errorf("refused payments (-want +got):\n%s", diff)
+	}
+
+	settle := func(b string) response {
+		t.Helper()
+		return do(t, c, "POST", "/admin/payments/refused/settle", bearer, b)
+	}
+	first := settle(`{"paymentRef":"late-1"}`)
+	if first.status != 200 || first.body["settledAt"] == nil {
+		t.Fatalf("settle: %d %s", first.status, first.raw)
+	}
+	if again := settle(`{"paymentRef":"late-1"}`); again.status != 200 || again.body["settledAt"] != first.body["settledAt"] {
+		t.Errorf("settle again: %d %s, want the first settlement's time %v", again.status, again.raw, first.body["settledAt"])
+	}
+	if r := settle(`{"paymentRef":"never-refused"}`); r.status != 404 || r.body["error"] != api.CodeNotFound {
+		t.Errorf("settle an unknown reference: %d %s, want 404", r.status, r.raw)
+	}
+	for _, b := range []string{``, `{`, `{"paymentRef":""}`, `{"paymentRef":"x","extra":1}`} {
+		if r := settle(b); r.status != 400 {
+			t.Errorf("settle %q: %d %s, want 400", b, r.status, r.raw)
+		}
+	}
+	if got := list(""); len(got) != 1 || got[0].PaymentRef != "unknown-1" {
+		t.Errorf("unsettled after settling late-1: %+v", got)
+	}
+	if got := list("?all=true"); len(got) != 2 || got[0].SettledAt == nil || got[1].SettledAt != nil {
+		t.Errorf("every refused payment: %+v", got)
+	}
+	if r := do(t, c, "GET", "/admin/payments/refused?all=maybe", bearer, ""); r.status != 400 {
+		t.Errorf("?all=maybe: %d, want 400", r.status)
 	}
 }
 

@@ -63,12 +63,13 @@ func Sign(secret, body []byte) string {
 
 var errInvalidConfirmation = errors.New("want {\"orderId\": UUID, \"paymentRef\": 1..128 printable characters}")
 
-// noteRefusal leaves a trace of a signed confirmation refused for good (a
-// 404 or a 409 other than ORDER_PROCESSING, which the provider retries):
-// the provider has taken the money and the order will not be paid, so
-// someone must refund it or honour it by hand. The refusal answer alone
-// reached only the provider.
-func (w *PaymentWebhook) noteRefusal(rctx *fasthttp.RequestCtx, id uuid.UUID, ref string) {
+// noteRefusal keeps a signed confirmation refused for good (a 404 or a
+// 409 other than ORDER_PROCESSING, which the provider retries): the
+// provider has taken the money and the order will not be paid, so someone
+// must refund it or honour it by hand. The refusal answer alone reached
+// only the provider; the row in payment_refused stays until an operator
+// marks it settled (GET /admin/payments/refused lists them).
+func (w *PaymentWebhook) noteRefusal(base context.Context, rctx *fasthttp.RequestCtx, id uuid.UUID, ref string) {
 	status := rctx.Response.StatusCode()
 	if status != fasthttp.StatusNotFound && status != fasthttp.StatusConflict {
 		return // unavailable: the provider retries
@@ -81,8 +82,74 @@ func (w *PaymentWebhook) noteRefusal(rctx *fasthttp.RequestCtx, id uuid.UUID, re
 		return // not stored yet: the provider retries
 	}
 	w.metrics.PaymentsRefused.WithLabelValues(answer.Code).Inc()
-	w.log.Error("provider payment refused: the money was taken and the order will not be paid; refund it or honour it by hand",
-		"order", id, "paymentRef", ref, "code", answer.Code)
+	ctx, cancel := context.WithTimeout(base, QueryTimeout)
+	defer cancel()
+	kept, err := w.store.RecordRefusedPayment(ctx, ref, id, answer.Code)
+	if err != nil {
+		w.log.Error("provider payment refused, and not recorded: the money was taken and the order will not be paid; refund it or honour it by hand",
+			"order", id, "paymentRef", ref, "code", answer.Code, "err", err)
+		return
+	}
+	w.log.Error("provider payment refused: the money was taken and the order will not be paid; refund it or honour it by hand, then mark it settled (POST /admin/payments/refused/settle)",
+		"order", id, "paymentRef", ref, "code", answer.Code, "attempts", kept.Attempts)
+}
+
+// maxRefusedListed bounds one listing of refused payments.
+const maxRefusedListed = 1000
+
+// listRefused answers GET /admin/payments/refused: the refused
+// confirmations not settled yet (?all=true: every one), oldest first, at
+// most maxRefusedListed; more says there were others.
+func (w *PaymentWebhook) listRefused(base context.Context, rctx *fasthttp.RequestCtx) {
+	all, ok := boolQuery(rctx, "all")
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(base, QueryTimeout)
+	defer cancel()
+	got, err := w.store.RefusedPayments(ctx, all, maxRefusedListed+1)
+	if err != nil {
+		w.log.Warn("list refused payments", "err", err)
+		writeUnavailable(rctx)
+		return
+	}
+	more := len(got) > maxRefusedListed
+	if more {
+		got = got[:maxRefusedListed]
+	}
+	writeJSON(rctx, fasthttp.StatusOK, struct {
+		Payments []store.RefusedPayment `json:"payments"`
+		More     bool                   `json:"more"`
+	}{Payments: got, More: more})
+}
+
+// settleRefused answers POST /admin/payments/refused/settle with body
+// {"paymentRef": ...}: the refused payment marked settled (refunded or
+// honoured by hand), once; 404 for a reference no refusal kept.
+func (w *PaymentWebhook) settleRefused(base context.Context, rctx *fasthttp.RequestCtx) {
+	var req struct {
+		PaymentRef string `json:"paymentRef"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(rctx.PostBody()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || dec.More() || !ValidPaymentRef(req.PaymentRef) {
+		writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, `want {"paymentRef": 1..128 printable characters}`)
+		return
+	}
+	ctx, cancel := context.WithTimeout(base, QueryTimeout)
+	defer cancel()
+	p, err := w.store.SettleRefusedPayment(ctx, req.PaymentRef)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(rctx, fasthttp.StatusNotFound, CodeNotFound, "no refused payment under this reference")
+		return
+	case err != nil:
+		w.log.Warn("settle refused payment", "paymentRef", req.PaymentRef, "err", err)
+		writeUnavailable(rctx)
+		return
+	}
+	w.log.Info("refused payment settled", "paymentRef", p.PaymentRef, "order", p.OrderID, "code", p.Code)
+	writeJSON(rctx, fasthttp.StatusOK, p)
 }
 
 // DecodePaymentConfirmation decodes and validates a webhook body from
@@ -130,7 +197,7 @@ func (w *PaymentWebhook) handle(base context.Context, rctx *fasthttp.RequestCtx)
 	tr, err := w.store.PayConfirmed(ctx, id, ref)
 	if err != nil {
 		refuseOrder(ctx, rctx, w.redis, w.log, "pay", id, "", err)
-		w.noteRefusal(rctx, id, ref)
+		w.noteRefusal(base, rctx, id, ref)
 		return
 	}
 	if tr.Changed {
