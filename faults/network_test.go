@@ -352,7 +352,7 @@ func TestBrokerNetworkFaults(t *testing.T) {
 // ends with one row, nothing is dead-lettered, the audit is clean.
 func TestOrderServicePostgresNetworkFaults(t *testing.T) {
 	r := &row{Fault: "6c. network order service ↔ PostgreSQL (toxiproxy)",
-		Injected: "order service's PostgreSQL through an in-process toxiproxy; 2.5s each: latency 3000ms on answers, black hole (timeout toxic, both ways), reset_peer on answers (statements run, answers lost); 1.5s clean between; crowd 20 req/s; in each fault 4 cancels at once on connections used just before, and 2 polls through the gateway"}
+		Injected: "order service's PostgreSQL through an in-process toxiproxy; 2.5s each: latency 3000ms on answers, black hole (timeout toxic, both ways), reset_peer on answers (statements run, answers lost); 1.5s clean between; crowd 20 req/s; in each fault 4 cancels at once on connections warmed by 8 cancels just before, and 2 polls through the gateway"}
 	record(t, r)
 	ctx := testenv.Context(t)
 	px := newNetFault(t, "postgres", testenv.PostgresAddr())
