@@ -178,8 +178,15 @@ func TestRedisNetworkFaults(t *testing.T) {
 		for _, a := range sl.where(in) {
 			slowest = max(slowest, a.took)
 		}
-		if bound := 2*redisTimeout + 500*time.Millisecond; slowest > bound {
-			t.Errorf("%s: slowest purchase took %v, want at most %v (reserve and release, %v each): %s", f.name, slowest, bound, redisTimeout, sl.slowest(in, 5))
+		// Reserve and release, a Redis timeout each, and a third: once in
+		// CI (2026-12-05 07:13, not seen in 25 runs before or 7 after),
+		// five purchases sent within 40 ms of each other 1.5 s into the
+		// black hole all answered at one instant, 1.47-1.51 s later. The
+		// client then had a connection to find dead and redial, and a
+		// command that meets a dial under way waits for it (rueidis
+		// singleconnect, bounded by the dialling command's deadline).
+		if bound := 3*redisTimeout + 500*time.Millisecond; slowest > bound {
+			t.Errorf("%s: slowest purchase took %v, want at most %v (reserve and release, %v each, and a redial): %s", f.name, slowest, bound, redisTimeout, sl.slowest(in, 5))
 		}
 		back, ok := sl.recovery(cleanPhase)
 		if !ok {
