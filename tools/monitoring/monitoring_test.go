@@ -44,7 +44,7 @@ func TestRules(t *testing.T) {
 		args []string
 	}{
 		{"rules are valid", []string{"check", "rules", "rules.yml"}},
-		{"alerts fire and stay quiet as the tests say", []string{"test", "rules", "rules_test.yml"}},
+		{"alerts fire and stay quiet as the tests say", []string{"test", "rules", "rules_test.yml", "rules_daily_test.yml"}},
 		{"the configuration is valid and loads the rules", []string{"check", "config", "prometheus.yml"}},
 	}
 	for _, tt := range tests {

@@ -224,12 +224,19 @@ func TestRefusedPaymentsAreKeptUntilSettled(t *testing.T) {
 	pool, rc := testdb.Own(t)
 	st := store.New(pool)
 	secret := []byte("webhook-secret-0123456789abcdef-0123")
-	wh, err := api.NewPaymentWebhook(st, rc, secret, metrics.New(), quiet)
+	m := metrics.New()
+	wh, err := api.NewPaymentWebhook(st, rc, secret, m, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := serve(t, api.NewAdmin(sale.NewService(st, stock.New(rc)), adminToken, api.NewHealth(st, metrics.New(), nil), wh, quiet).Handler(context.Background()))
 	bearer := "Bearer " + string(adminToken)
+	unsettled := func(want float64, when string) {
+		t.Helper()
+		if got := testutil.ToFloat64(m.PaymentsUnsettled); got != want {
+			t.Errorf("payments_refused_unsettled %s: %v, want %v", when, got, want)
+		}
+	}
 	s := testdb.Sale(t, st, 5)
 	due := testdb.Orders(t, st, nil, s, 0, time.Now().Add(-10*time.Minute-time.Second), "bob")[0]
 	confirm := func(id uuid.UUID, ref string) int {
@@ -275,6 +282,7 @@ func TestRefusedPaymentsAreKeptUntilSettled(t *testing.T) {
 	if diff := cmp.Diff(want, list("")); diff != "" {
 		t.Errorf("refused payments (-want +got):\n%s", diff)
 	}
+	unsettled(2, "after two refusals")
 
 	settle := func(b string) response {
 		t.Helper()
@@ -298,11 +306,28 @@ func TestRefusedPaymentsAreKeptUntilSettled(t *testing.T) {
 	if got := list(""); len(got) != 1 || got[0].PaymentRef != "unknown-1" {
 		t.Errorf("unsettled after settling late-1: %+v", got)
 	}
+	unsettled(1, "after settling one")
 	if got := list("?all=true"); len(got) != 2 || got[0].SettledAt == nil || got[1].SettledAt != nil {
 		t.Errorf("every refused payment: %+v", got)
 	}
 	if r := do(t, c, "GET", "/admin/payments/refused?all=maybe", bearer, ""); r.status != 400 {
 		t.Errorf("?all=maybe: %d, want 400", r.status)
+	}
+	// Another instance's refusal reaches this one's gauge at its next count.
+	if _, err := st.RecordRefusedPayment(testenv.Context(t), "elsewhere-1", uuid.New(), api.CodeNotFound); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(testenv.Context(t))
+	done := make(chan error, 1)
+	go func() { done <- wh.WatchUnsettled(wctx, 10*time.Millisecond) }()
+	for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(m.PaymentsUnsettled) != 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("payments_refused_unsettled: %v 10s after another instance's refusal, want 2", testutil.ToFloat64(m.PaymentsUnsettled))
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("WatchUnsettled: %v", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
@@ -92,6 +93,37 @@ func (w *PaymentWebhook) noteRefusal(base context.Context, rctx *fasthttp.Reques
 	}
 	w.log.Error("provider payment refused: the money was taken and the order will not be paid; refund it or honour it by hand, then mark it settled (POST /admin/payments/refused/settle)",
 		"order", id, "paymentRef", ref, "code", answer.Code, "attempts", kept.Attempts)
+	w.countUnsettled(base)
+}
+
+// WatchUnsettled keeps the unsettled-refusals gauge, read from PostgreSQL
+// every interval until ctx ends (and after each refusal and settlement on
+// this instance), so an alert on it holds until the refunds are made, on
+// whichever instance took the confirmation.
+func (w *PaymentWebhook) WatchUnsettled(ctx context.Context, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		w.countUnsettled(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (w *PaymentWebhook) countUnsettled(base context.Context) {
+	ctx, cancel := context.WithTimeout(base, QueryTimeout)
+	defer cancel()
+	n, err := w.store.UnsettledRefusedPayments(ctx)
+	if err != nil {
+		if base.Err() == nil {
+			w.log.Warn("unsettled refused payments not counted; the gauge keeps its last value", "err", err)
+		}
+		return
+	}
+	w.metrics.PaymentsUnsettled.Set(float64(n))
 }
 
 // maxRefusedListed bounds one listing of refused payments.
@@ -149,6 +181,7 @@ func (w *PaymentWebhook) settleRefused(base context.Context, rctx *fasthttp.Requ
 		return
 	}
 	w.log.Info("refused payment settled", "paymentRef", p.PaymentRef, "order", p.OrderID, "code", p.Code)
+	w.countUnsettled(base)
 	writeJSON(rctx, fasthttp.StatusOK, p)
 }
 

@@ -134,6 +134,7 @@ type service struct {
 	tracker       *lag.Tracker
 	sales         *sale.Service
 	health        *api.Health
+	webhook       *api.PaymentWebhook // nil without FLASHSALE_PAYMENT_WEBHOOK_SECRET
 	public, admin *httpserver.Server
 }
 
@@ -164,7 +165,7 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 	if err != nil {
 		return nil, err
 	}
-	svc := &service{cons: cons, relay: rl, tracker: tracker,
+	svc := &service{cons: cons, relay: rl, tracker: tracker, webhook: webhook,
 		sweeper: expiry.New(st, rl, log.With("component", "expiry"), m, cfg.ExpiryBatch),
 		health: api.NewHealth(st, m, map[string]api.ReadyChecker{"kafka-consumer": cons,
 			"redis": newRedisCheck(c.rc, cfg, log)}),
@@ -218,6 +219,10 @@ func listen(ctx context.Context, cfg config.Config) (public, admin net.Listener,
 // their expiry (a copy loaded since the last pass has none until the next).
 const retentionInterval = time.Minute
 
+// unsettledInterval is how often the refused payments still to refund
+// are counted for /metrics.
+const unsettledInterval = 30 * time.Second
+
 // run serves until ctx ends, then shuts down in order (see Serve).
 func (s *service) run(ctx context.Context, cfg config.Config, publicLn, adminLn net.Listener, log *slog.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
@@ -240,6 +245,9 @@ func (s *service) run(ctx context.Context, cfg config.Config, publicLn, adminLn 
 	g.Go(func() error {
 		return s.sales.WatchRetention(gctx, retentionInterval, cfg.HotCopyRetention, log.With("component", "retention"))
 	})
+	if s.webhook != nil {
+		g.Go(func() error { return s.webhook.WatchUnsettled(gctx, unsettledInterval) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		s.health.Drain()

@@ -50,6 +50,9 @@ type Counters struct {
 	// by the order's state: money taken for an order that will not be
 	// paid, to refund or honour by hand.
 	PaymentsRefused *prometheus.CounterVec
+	// PaymentsUnsettled: refused confirmations not marked settled, read
+	// from PostgreSQL (every instance reads the same table).
+	PaymentsUnsettled prometheus.Gauge
 
 	batch    prometheus.Histogram
 	rejected *prometheus.CounterVec
@@ -93,6 +96,8 @@ func New() *Counters {
 			Help: "Connections refused by FLASHSALE_CONCURRENCY (concurrency), answered 503."}, []string{"reason"}),
 		PaymentsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "payments_refused_total",
 			Help: "Signed payment confirmations refused for good (the money taken, the order not paid: refund or honour it), by the refusal's code."}, []string{"code"}),
+		PaymentsUnsettled: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "payments_refused_unsettled",
+			Help: "Refused payment confirmations not yet marked settled (GET /admin/payments/refused): refunds still to make."}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "batch_duration_seconds",
 			Help: "Time to persist a consumer batch and commit its offsets.", Buckets: batchBuckets}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "orders_rejected_total",
@@ -100,7 +105,7 @@ func New() *Counters {
 	}
 	c.ConnsRefused.WithLabelValues(httpserver.RefusedConcurrency) // present at 0 from the start
 	c.state = newState()
-	reg.MustRegister(c.AbandonedUnattributed, c.ConnsRefused, c.PaymentsRefused, c.batch, c.rejected, c.state)
+	reg.MustRegister(c.AbandonedUnattributed, c.ConnsRefused, c.PaymentsRefused, c.PaymentsUnsettled, c.batch, c.rejected, c.state)
 	return c
 }
 

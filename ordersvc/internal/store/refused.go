@@ -76,3 +76,13 @@ func (s *Store) SettleRefusedPayment(ctx context.Context, ref string) (RefusedPa
 	}
 	return p, nil
 }
+
+// UnsettledRefusedPayments counts the refused confirmations not marked
+// settled: refunds still to make.
+func (s *Store) UnsettledRefusedPayments(ctx context.Context) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM payment_refused WHERE settled_at IS NULL`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count unsettled refused payments: %w", err)
+	}
+	return n, nil
+}
