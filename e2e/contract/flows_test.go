@@ -162,8 +162,8 @@ func (c *contract) orders(sl sale) {
 		t.Errorf("refused payments: %.300s, want hook-other among them", b)
 	}
 	refused(http.StatusBadRequest, http.MethodGet, "/admin/payments/refused?all=maybe", nil)
-	refused(http.StatusOK, http.MethodPost, "/admin/payments/refused/settle", mustJSON(t, map[string]string{"paymentRef": "hook-other"}))
-	refused(http.StatusNotFound, http.MethodPost, "/admin/payments/refused/settle", mustJSON(t, map[string]string{"paymentRef": "never-refused-" + id}))
+	refused(http.StatusOK, http.MethodPost, "/admin/payments/refused/settle", mustJSON(t, map[string]string{"paymentRef": "hook-other", "orderId": id, "resolution": "refunded"}))
+	refused(http.StatusNotFound, http.MethodPost, "/admin/payments/refused/settle", mustJSON(t, map[string]string{"paymentRef": "never-refused-" + id, "orderId": id, "resolution": "refunded"}))
 	refused(http.StatusBadRequest, http.MethodPost, "/admin/payments/refused/settle", []byte(`{"paymentRef":1}`))
 
 	c.ordersvcAdmin(sl)

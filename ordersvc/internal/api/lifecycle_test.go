@@ -22,6 +22,7 @@ import (
 	"flashsale/ordersvc/internal/testdb"
 	"flashsale/pkg/accepted"
 	"flashsale/pkg/auth"
+	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
 	"flashsale/tools/scrape"
 	"flashsale/tools/testenv"
@@ -216,13 +217,16 @@ func TestPaymentWebhook(t *testing.T) {
 }
 
 // A signed confirmation refused for good is money taken for an order that
-// will not be paid: it is kept in PostgreSQL, listed to the operators
-// until one marks it settled (refunded, or honoured by hand), and the
-// provider sending it again counts an attempt, not a second payment.
+// will not be paid: it is kept in PostgreSQL and listed to the operators
+// until one settles it (refunded, or honoured by hand), or the same
+// confirmation is accepted later (its order was not there yet). The
+// provider sending it again counts an attempt, not a second payment; a
+// refusal that cannot be kept answers 503, so the provider tries again.
 func TestRefusedPaymentsAreKeptUntilSettled(t *testing.T) {
 	t.Parallel()
 	pool, rc := testdb.Own(t)
 	st := store.New(pool)
+	ctx := testenv.Context(t)
 	secret := []byte("webhook-secret-0123456789abcdef-0123")
 	m := metrics.New()
 	wh, err := api.NewPaymentWebhook(st, rc, secret, m, quiet)
@@ -251,6 +255,7 @@ func TestRefusedPaymentsAreKeptUntilSettled(t *testing.T) {
 		Code       string     `json:"code"`
 		Attempts   int        `json:"attempts"`
 		SettledAt  *time.Time `json:"settledAt"`
+		Resolution string     `json:"resolution"`
 	}
 	list := func(query string) []refused {
 		t.Helper()
@@ -262,67 +267,108 @@ func TestRefusedPaymentsAreKeptUntilSettled(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.raw), &got); r.status != 200 || err != nil || got.More {
 			t.Fatalf("list%s: %d %s %v", query, r.status, r.raw, err)
 		}
+		for i := range got.Payments {
+			got.Payments[i].SettledAt = nil // compared by Resolution
+		}
 		return got.Payments
 	}
 
-	stranger := uuid.New()
-	if got := confirm(due.OrderID, "late-1"); got != 409 {
-		t.Fatalf("confirmation after the window: %d, want 409", got)
+	// Not kept, not final: PostgreSQL refuses the row, the provider is
+	// told to try again.
+	lift := testdb.FailCommits(t, pool, "INSERT", "payment_refused")
+	if got := confirm(due.OrderID, "late-1"); got != 503 {
+		t.Errorf("confirmation after the window, its refusal not recordable: %d, want 503", got)
 	}
-	if got := confirm(due.OrderID, "late-1"); got != 409 { // the provider again
-		t.Fatalf("the same confirmation again: %d, want 409", got)
+	lift()
+	if got := testutil.ToFloat64(m.PaymentsRefused.WithLabelValues(api.CodeOrderExpired)); got != 0 {
+		t.Errorf("payments_refused_total counted a refusal it did not keep: %v", got)
 	}
-	if got := confirm(stranger, "unknown-1"); got != 404 {
-		t.Fatalf("confirmation of an unknown order: %d, want 404", got)
+
+	early := uuid.New() // an order the provider confirms before it is persisted, and not in flight either
+	for _, c := range []struct {
+		id   uuid.UUID
+		ref  string
+		want int
+	}{
+		{due.OrderID, "late-1", 409},
+		{due.OrderID, "late-1", 409}, // the provider again
+		{early, "early-1", 404},
+	} {
+		if got := confirm(c.id, c.ref); got != c.want {
+			t.Fatalf("confirmation %s of %s: %d, want %d", c.ref, c.id, got, c.want)
+		}
 	}
 	want := []refused{
 		{PaymentRef: "late-1", OrderID: due.OrderID, Code: api.CodeOrderExpired, Attempts: 2},
-		{PaymentRef: "unknown-1", OrderID: stranger, Code: api.CodeNotFound, Attempts: 1},
+		{PaymentRef: "early-1", OrderID: early, Code: api.CodeNotFound, Attempts: 1},
 	}
 	if diff := cmp.Diff(want, list("")); diff != "" {
 		t.Errorf("refused payments (-want +got):\n%s", diff)
 	}
 	unsettled(2, "after two refusals")
 
+	// The early order arrives and its confirmation is accepted: no refund.
+	if _, err := st.PersistBatch(ctx, []event.OrderPlaced{{Version: event.Version, OrderID: early, SaleID: s.ID,
+		ItemID: s.Items[0].ID, UserID: "carol", PlacedAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := confirm(early, "early-1"); got != 200 {
+		t.Fatalf("the early order's confirmation once it exists: %d, want 200", got)
+	}
+	if diff := cmp.Diff(want[:1], list("")); diff != "" {
+		t.Errorf("unsettled after the early order was paid (-want +got):\n%s", diff)
+	}
+	unsettled(1, "after the early order was paid")
+
 	settle := func(b string) response {
 		t.Helper()
 		return do(t, c, "POST", "/admin/payments/refused/settle", bearer, b)
 	}
-	first := settle(`{"paymentRef":"late-1"}`)
-	if first.status != 200 || first.body["settledAt"] == nil {
+	late := fmt.Sprintf(`{"paymentRef":"late-1","orderId":%q,"resolution":"refunded"}`, due.OrderID)
+	first := settle(late)
+	if first.status != 200 || first.body["settledAt"] == nil || first.body["resolution"] != "refunded" {
 		t.Fatalf("settle: %d %s", first.status, first.raw)
 	}
-	if again := settle(`{"paymentRef":"late-1"}`); again.status != 200 || again.body["settledAt"] != first.body["settledAt"] {
-		t.Errorf("settle again: %d %s, want the first settlement's time %v", again.status, again.raw, first.body["settledAt"])
+	honoured := fmt.Sprintf(`{"paymentRef":"late-1","orderId":%q,"resolution":"honoured"}`, due.OrderID)
+	if again := settle(honoured); again.status != 200 || again.body["settledAt"] != first.body["settledAt"] || again.body["resolution"] != "refunded" {
+		t.Errorf("settle again: %d %s, want the first settlement kept", again.status, again.raw)
 	}
-	if r := settle(`{"paymentRef":"never-refused"}`); r.status != 404 || r.body["error"] != api.CodeNotFound {
-		t.Errorf("settle an unknown reference: %d %s, want 404", r.status, r.raw)
+	for _, b := range []string{
+		fmt.Sprintf(`{"paymentRef":"late-1","orderId":%q,"resolution":"refunded"}`, uuid.New()), // another order
+		fmt.Sprintf(`{"paymentRef":"never-refused","orderId":%q,"resolution":"refunded"}`, due.OrderID),
+	} {
+		if r := settle(b); r.status != 404 || r.body["error"] != api.CodeNotFound {
+			t.Errorf("settle %s: %d %s, want 404", b, r.status, r.raw)
+		}
 	}
-	for _, b := range []string{``, `{`, `{"paymentRef":""}`, `{"paymentRef":"x","extra":1}`} {
+	for _, b := range []string{``, `{`, `{"paymentRef":"late-1"}`,
+		fmt.Sprintf(`{"paymentRef":"late-1","orderId":%q,"resolution":"paid"}`, due.OrderID), // the service's own
+		fmt.Sprintf(`{"paymentRef":"late-1","orderId":%q,"resolution":"refunded","extra":1}`, due.OrderID)} {
 		if r := settle(b); r.status != 400 {
 			t.Errorf("settle %q: %d %s, want 400", b, r.status, r.raw)
 		}
 	}
-	if got := list(""); len(got) != 1 || got[0].PaymentRef != "unknown-1" {
+	if got := list(""); len(got) != 0 {
 		t.Errorf("unsettled after settling late-1: %+v", got)
 	}
-	unsettled(1, "after settling one")
-	if got := list("?all=true"); len(got) != 2 || got[0].SettledAt == nil || got[1].SettledAt != nil {
-		t.Errorf("every refused payment: %+v", got)
+	unsettled(0, "after settling the last")
+	all := list("?all=true")
+	if len(all) != 2 || all[0].Resolution != store.ResolutionRefunded || all[1].Resolution != store.ResolutionPaid {
+		t.Errorf("every refused payment: %+v, want late-1 refunded and early-1 paid", all)
 	}
 	if r := do(t, c, "GET", "/admin/payments/refused?all=maybe", bearer, ""); r.status != 400 {
 		t.Errorf("?all=maybe: %d, want 400", r.status)
 	}
 	// Another instance's refusal reaches this one's gauge at its next count.
-	if _, err := st.RecordRefusedPayment(testenv.Context(t), "elsewhere-1", uuid.New(), api.CodeNotFound); err != nil {
+	if _, err := st.RecordRefusedPayment(ctx, "elsewhere-1", uuid.New(), api.CodeNotFound); err != nil {
 		t.Fatal(err)
 	}
-	wctx, stop := context.WithCancel(testenv.Context(t))
+	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- wh.WatchUnsettled(wctx, 10*time.Millisecond) }()
-	for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(m.PaymentsUnsettled) != 2; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(m.PaymentsUnsettled) != 1; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("payments_refused_unsettled: %v 10s after another instance's refusal, want 2", testutil.ToFloat64(m.PaymentsUnsettled))
+			t.Fatalf("payments_refused_unsettled: %v 10s after another instance's refusal, want 1", testutil.ToFloat64(m.PaymentsUnsettled))
 		}
 	}
 	stop()

@@ -70,6 +70,10 @@ var errInvalidConfirmation = errors.New("want {\"orderId\": UUID, \"paymentRef\"
 // must refund it or honour it by hand. The refusal answer alone reached
 // only the provider; the row in payment_refused stays until an operator
 // marks it settled (GET /admin/payments/refused lists them).
+//
+// When the row cannot be written the answer becomes 503, which the
+// provider retries: the refusal alone would be final to the provider, and
+// a log line all that is left of the money.
 func (w *PaymentWebhook) noteRefusal(base context.Context, rctx *fasthttp.RequestCtx, id uuid.UUID, ref string) {
 	status := rctx.Response.StatusCode()
 	if status != fasthttp.StatusNotFound && status != fasthttp.StatusConflict {
@@ -82,17 +86,23 @@ func (w *PaymentWebhook) noteRefusal(base context.Context, rctx *fasthttp.Reques
 	if answer.Code == CodeProcessing {
 		return // not stored yet: the provider retries
 	}
-	w.metrics.PaymentsRefused.WithLabelValues(answer.Code).Inc()
 	ctx, cancel := context.WithTimeout(base, QueryTimeout)
 	defer cancel()
 	kept, err := w.store.RecordRefusedPayment(ctx, ref, id, answer.Code)
 	if err != nil {
-		w.log.Error("provider payment refused, and not recorded: the money was taken and the order will not be paid; refund it or honour it by hand",
+		w.log.Warn("provider payment refused and not recorded; answered 503 so that the provider retries",
 			"order", id, "paymentRef", ref, "code", answer.Code, "err", err)
+		rctx.Response.Reset()
+		writeUnavailable(rctx)
+		return
+	}
+	w.metrics.PaymentsRefused.WithLabelValues(answer.Code).Inc()
+	if kept.Attempts > 1 {
+		w.log.Warn("provider payment refused again (already listed)", "order", id, "paymentRef", ref, "code", answer.Code, "attempts", kept.Attempts)
 		return
 	}
 	w.log.Error("provider payment refused: the money was taken and the order will not be paid; refund it or honour it by hand, then mark it settled (POST /admin/payments/refused/settle)",
-		"order", id, "paymentRef", ref, "code", answer.Code, "attempts", kept.Attempts)
+		"order", id, "paymentRef", ref, "code", answer.Code)
 	w.countUnsettled(base)
 }
 
@@ -155,32 +165,39 @@ func (w *PaymentWebhook) listRefused(base context.Context, rctx *fasthttp.Reques
 	}{Payments: got, More: more})
 }
 
+var errInvalidSettlement = errors.New(`want {"paymentRef": 1..128 printable characters, "orderId": UUID, "resolution": "refunded" or "honoured"}`)
+
 // settleRefused answers POST /admin/payments/refused/settle with body
-// {"paymentRef": ...}: the refused payment marked settled (refunded or
-// honoured by hand), once; 404 for a reference no refusal kept.
+// {"paymentRef", "orderId", "resolution"}: the refused payment settled as
+// refunded or honoured by hand, once (again: the first settlement); 404
+// for a confirmation no refusal kept.
 func (w *PaymentWebhook) settleRefused(base context.Context, rctx *fasthttp.RequestCtx) {
 	var req struct {
 		PaymentRef string `json:"paymentRef"`
+		OrderID    string `json:"orderId"`
+		Resolution string `json:"resolution"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(rctx.PostBody()))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || dec.More() || !ValidPaymentRef(req.PaymentRef) {
-		writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, `want {"paymentRef": 1..128 printable characters}`)
+	err := dec.Decode(&req)
+	id, idErr := uuid.Parse(req.OrderID)
+	if err != nil || dec.More() || idErr != nil || len(req.OrderID) != 36 || !ValidPaymentRef(req.PaymentRef) || !store.ValidResolution(req.Resolution) {
+		writeError(rctx, fasthttp.StatusBadRequest, CodeBadRequest, errInvalidSettlement.Error())
 		return
 	}
 	ctx, cancel := context.WithTimeout(base, QueryTimeout)
 	defer cancel()
-	p, err := w.store.SettleRefusedPayment(ctx, req.PaymentRef)
+	p, err := w.store.SettleRefusedPayment(ctx, req.PaymentRef, id, req.Resolution)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		writeError(rctx, fasthttp.StatusNotFound, CodeNotFound, "no refused payment under this reference")
+		writeError(rctx, fasthttp.StatusNotFound, CodeNotFound, "no refused payment of this order under this reference")
 		return
 	case err != nil:
 		w.log.Warn("settle refused payment", "paymentRef", req.PaymentRef, "err", err)
 		writeUnavailable(rctx)
 		return
 	}
-	w.log.Info("refused payment settled", "paymentRef", p.PaymentRef, "order", p.OrderID, "code", p.Code)
+	w.log.Info("refused payment settled", "paymentRef", p.PaymentRef, "order", p.OrderID, "code", p.Code, "resolution", *p.Resolution)
 	w.countUnsettled(base)
 	writeJSON(rctx, fasthttp.StatusOK, p)
 }
@@ -235,6 +252,14 @@ func (w *PaymentWebhook) handle(base context.Context, rctx *fasthttp.RequestCtx)
 	}
 	if tr.Changed {
 		w.metrics.OrdersPaid.Add(1)
+		// Refused before (its order not there yet) and paid now: not a
+		// refund any more. A failure leaves the row for an operator.
+		if settled, err := w.store.SettlePaidRefusal(ctx, ref, id); err != nil {
+			w.log.Warn("a payment refused before and accepted now is still listed as refused; settle it as honoured", "order", id, "paymentRef", ref, "err", err)
+		} else if settled {
+			w.log.Info("a payment refused before was accepted: its refusal is settled as paid", "order", id, "paymentRef", ref)
+			w.countUnsettled(base)
+		}
 	}
 	writeJSON(rctx, fasthttp.StatusOK, viewOf(tr.Order))
 }
