@@ -19,15 +19,17 @@ import (
 // gets its purchases in flight written off as abandoned, and its shoppers
 // shorter payment windows. Each service compares its clock with Redis's,
 // which they all share, so two services that pass differ from each other
-// by at most twice the bound.
+// by at most twice the bound. PostgreSQL's clock, which ends the payment
+// windows, is not compared.
 var ErrClockSkew = errors.New("this host's clock differs from Redis's")
 
-// MaxClockSkew is how far a service's clock may be from Redis's: a quarter
-// of the in-flight window, so that a gateway and an order service that
-// both pass differ by at most half of it, and a purchase in flight (the
-// publish timeout and two Redis calls, a few seconds) is never taken for
-// an abandoned one.
-func MaxClockSkew(inFlightWindow time.Duration) time.Duration { return inFlightWindow / 4 }
+// MaxClockSkew is how far a service's clock may be from Redis's: a sixth
+// of the in-flight window. A gateway and an order service that both pass
+// then differ by at most a third of it, and a purchase in flight (the
+// publish timeout and two Redis calls, under half the window when
+// FLASHSALE_INFLIGHT_WINDOW is set as advised) is never taken for an
+// abandoned one.
+func MaxClockSkew(inFlightWindow time.Duration) time.Duration { return inFlightWindow / 6 }
 
 // ClockSkew is how far this host's clock (now) is ahead of the Redis
 // server's, behind when negative, from one TIME: the local clock read
@@ -62,6 +64,6 @@ func skewErr(skew, within, limit time.Duration) error {
 	if skew < 0 {
 		way = "behind"
 	}
-	return fmt.Errorf("%w: %v %s it (±%v), more than the %v allowed (a quarter of FLASHSALE_INFLIGHT_WINDOW); fix the host's time service",
+	return fmt.Errorf("%w: %v %s it (±%v), more than the %v allowed (a sixth of FLASHSALE_INFLIGHT_WINDOW); fix the host's time service",
 		ErrClockSkew, skew.Abs().Round(time.Millisecond), way, within.Round(time.Millisecond), limit)
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 )
 
@@ -28,8 +29,9 @@ type Watch struct {
 
 	mu       sync.Mutex
 	at       time.Time
-	evictErr error // nil, or wraps ErrEvicts
-	clockErr error // nil, or wraps ErrClockSkew
+	evictErr error          // nil, or wraps ErrEvicts
+	clockErr error          // nil, or wraps ErrClockSkew
+	skew     *time.Duration // the last measure, nil before the first
 }
 
 // Recheck is how often a readiness probe asks the nodes again.
@@ -48,6 +50,45 @@ func (w *Watch) UseClock(now func() time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.clock = now
+}
+
+// Run checks every interval until ctx ends, so that a service whose
+// readiness nobody probes still logs a change and exports its skew.
+func (w *Watch) Run(ctx context.Context) error {
+	t := time.NewTicker(w.every)
+	defer t.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_ = w.Err(cctx)
+		cancel()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Collector exports the last measured skew as <namespace>_clock_skew_seconds.
+func (w *Watch) Collector(namespace string) prometheus.Collector {
+	return &skewCollector{w: w, desc: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "clock_skew_seconds"),
+		"How far this host's clock was ahead of Redis's at the last check (behind when negative); readiness fails past a sixth of FLASHSALE_INFLIGHT_WINDOW.", nil, nil)}
+}
+
+type skewCollector struct {
+	w    *Watch
+	desc *prometheus.Desc
+}
+
+func (c *skewCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *skewCollector) Collect(ch chan<- prometheus.Metric) {
+	c.w.mu.Lock()
+	skew := c.w.skew
+	c.w.mu.Unlock()
+	if skew != nil {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, skew.Seconds())
+	}
 }
 
 // Ready answers a PING, then returns Err.
@@ -92,9 +133,10 @@ func (w *Watch) checkClock(ctx context.Context) {
 		return
 	}
 	skew, within, err := ClockSkew(ctx, w.c, w.clock)
-	if err != nil {
-		return // unknown: as above
+	if err != nil || within > w.maxSkew/2 {
+		return // unknown (no answer, or too slow to tell): as above
 	}
+	w.skew = &skew
 	err = skewErr(skew, within, w.maxSkew)
 	switch {
 	case err != nil && w.clockErr == nil:

@@ -197,7 +197,7 @@ func (g *Gateway) buildAPI(ctx context.Context, verifier *auth.Verifier) error {
 		BaseCtx:    context.WithoutCancel(ctx),
 		Now:        time.Now,
 	}
-	return register(reg, g.api.Collector(), g.producer, buyer)
+	return register(reg, g.api.Collector(), g.producer, buyer, g.redisReady.Collector(httpapi.Namespace))
 }
 
 // newBuyer builds the purchase path and the finder of a user's held order
@@ -309,6 +309,7 @@ func (g *Gateway) ServeListeners(ctx context.Context, pub, adm net.Listener) err
 	eg.Go(func() error { g.api.Buyer.RunRetries(work); return nil })
 	eg.Go(func() error { g.api.Buyer.RunSettles(work); return nil })
 	eg.Go(func() error { g.dash.Run(ctx); return nil })
+	eg.Go(func() error { return g.redisReady.Run(ctx) })
 	eg.Go(func() error {
 		<-ctx.Done()
 		deadline := time.Now().Add(g.cfg.ShutdownTimeout)

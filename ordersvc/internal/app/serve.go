@@ -134,6 +134,7 @@ type service struct {
 	tracker       *lag.Tracker
 	sales         *sale.Service
 	health        *api.Health
+	redis         redisCheck          // readiness of Redis, and the clock's skew from it
 	webhook       *api.PaymentWebhook // nil without FLASHSALE_PAYMENT_WEBHOOK_SECRET
 	public, admin *httpserver.Server
 }
@@ -141,6 +142,10 @@ type service struct {
 // newService wires the parts over c. On error nothing is left open.
 func newService(ctx context.Context, cfg config.Config, c clients, verifier *auth.Verifier, log *slog.Logger) (*service, error) {
 	st, m := store.New(c.pool), metrics.New()
+	redis := newRedisCheck(c.rc, cfg, log)
+	if err := m.Register(redis.w.Collector(metrics.Namespace)); err != nil {
+		return nil, fmt.Errorf("register the clock skew: %w", err)
+	}
 	stk := stockStore(c.rc, st)
 	rl := relay.New(st, stk, log.With("component", "relay"), m)
 	var webhook *api.PaymentWebhook
@@ -167,12 +172,12 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 	}
 	svc := &service{cons: cons, relay: rl, tracker: tracker, webhook: webhook,
 		sweeper: expiry.New(st, rl, log.With("component", "expiry"), m, cfg.ExpiryBatch),
-		health: api.NewHealth(st, m, map[string]api.ReadyChecker{"kafka-consumer": cons,
-			"redis": newRedisCheck(c.rc, cfg, log)}),
+		redis:   redis,
 		sales: sale.NewService(st, stk, sale.WithAcceptedRecords(c.rc), sale.WithCatchUp(c.lag, cfg.CatchUpTimeout),
 			sale.WithLagTracker(tracker), sale.WithMetrics(m), sale.WithInFlightWindow(cfg.InFlightWindow),
 			sale.WithReleases(rl.Drain)),
 	}
+	svc.health = api.NewHealth(st, m, map[string]api.ReadyChecker{"kafka-consumer": cons, "redis": svc.redis})
 	// Requests in flight at shutdown finish (their own timeouts bound them,
 	// well inside ShutdownTimeout) rather than fail on the cancelled root.
 	base := context.WithoutCancel(ctx)
@@ -232,6 +237,7 @@ func (s *service) run(ctx context.Context, cfg config.Config, publicLn, adminLn 
 	g.Go(func() error { return s.relay.Run(gctx, cfg.RelayInterval) })
 	g.Go(func() error { return s.sweeper.Run(gctx, cfg.ExpiryInterval) })
 	g.Go(func() error { return s.tracker.Run(gctx, cfg.LagInterval) })
+	g.Go(func() error { return s.redis.w.Run(gctx) })
 	if cfg.ReconcileInterval > 0 {
 		g.Go(func() error {
 			return s.sales.WatchOpenSales(gctx, cfg.ReconcileInterval, log.With("component", "reconcile"))

@@ -109,6 +109,10 @@ func New() *Counters {
 	return c
 }
 
+// Register adds a collector that reads live state at each scrape (the
+// Redis watch's clock skew).
+func (c *Counters) Register(col prometheus.Collector) error { return c.reg.Register(col) }
+
 // Gatherer is what /metrics serves.
 func (c *Counters) Gatherer() prometheus.Gatherer { return c.reg }
 

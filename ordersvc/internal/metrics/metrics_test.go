@@ -1,6 +1,9 @@
 package metrics_test
 
 import (
+	"flashsale/pkg/redisconn"
+	"flashsale/tools/testenv"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +171,14 @@ func TestREADMEListsEveryMetric(t *testing.T) {
 	c.ObserveConsumerLag(true, 1, map[int32]int64{0: 1}, time.Unix(1, 0))
 	c.Reject("SOLD_OUT_IN_DB", 1)
 	c.PaymentsRefused.WithLabelValues("ORDER_EXPIRED").Inc()
+	// The Redis watch's clock skew, registered as the service does.
+	w := redisconn.NewWatch(testenv.RedisClient(t, testenv.ThrowawayRedis(t)), time.Hour, time.Minute, slog.New(slog.DiscardHandler))
+	if err := w.Err(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(w.Collector(metrics.Namespace)); err != nil {
+		t.Fatal(err)
+	}
 	d, err := metricdoc.Compare(c.Gatherer(), metrics.Namespace+"_")
 	if err != nil {
 		t.Fatal(err)
