@@ -191,18 +191,17 @@ func (c *Counters) ObserveReconcile(sale int64, r Reconciliation) {
 	s.recon[sale] = r
 }
 
-// RetainReconciles drops the verdict series of every sale not in open. The
-// periodic reconcile calls it with the sales it has just listed, so a
-// sale that ended takes its series, and the alerts on them, with it: a
-// drift left in a sale nobody buys from any more paged until the process
-// restarted. What a reconcile found stays in the log and in the sale's
-// status.
-func (c *Counters) RetainReconciles(open []int64) {
+// RetainReconciles drops the verdict series of every sale not in live.
+// The periodic reconcile calls it with the sales not ended, so a sale that
+// ended takes its series, and the alerts on them, with it: a drift left in
+// a sale nobody buys from any more paged until the process restarted.
+// What a reconcile found stays in the log and in the sale's status.
+func (c *Counters) RetainReconciles(live []int64) {
 	s := c.state
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id := range s.recon {
-		if !slices.Contains(open, id) {
+		if !slices.Contains(live, id) {
 			delete(s.recon, id)
 		}
 	}

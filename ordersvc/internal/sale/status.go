@@ -201,7 +201,14 @@ func (s *Service) WatchOpenSales(ctx context.Context, interval time.Duration, lo
 			}
 		}
 		if s.metrics != nil {
-			s.metrics.RetainReconciles(ids)
+			// A sale yet to open keeps its series: the reconcile after its
+			// load-stock is where a drift shows first.
+			live, err := s.store.SalesNotEnded(ctx, time.Now())
+			if err != nil {
+				log.Warn("periodic reconcile: list sales not ended; every verdict series kept", "err", err)
+				return
+			}
+			s.metrics.RetainReconciles(live)
 		}
 	})
 	return nil

@@ -93,8 +93,17 @@ func TestWatchOpenSales(t *testing.T) {
 
 	// The broken sale ends: its series go at the next pass (its drift
 	// would otherwise page until a restart); its verdict stays in its
-	// status, and the open sale's series stay.
+	// status, and the series of the open sale and of a sale yet to open
+	// (reconciled after its load-stock) stay.
 	if _, err := pool.Exec(ctx, `UPDATE flash_sale SET ends_at = now() - interval '1 second' WHERE id = $1`, broken.ID); err != nil {
+		t.Fatal(err)
+	}
+	soon := testdb.Sale(t, st, 2)
+	if _, err := pool.Exec(ctx, `UPDATE flash_sale SET starts_at = now() + interval '1 hour', ends_at = now() + interval '2 hours' WHERE id = $1`, soon.ID); err != nil {
+		t.Fatal(err)
+	}
+	testdb.Load(t, st, stk, soon.ID)
+	if _, err := svc.Reconcile(ctx, soon.ID, false); err != nil {
 		t.Fatal(err)
 	}
 	wctx, stop = context.WithCancel(ctx)
@@ -109,9 +118,10 @@ func TestWatchOpenSales(t *testing.T) {
 		}
 		_, brokenShown := fams.Value("flashsale_ordersvc_reconcile_differences", "sale", strconv.FormatInt(broken.ID, 10))
 		_, openShown := fams.Value("flashsale_ordersvc_reconcile_differences", "sale", strconv.FormatInt(open.ID, 10))
+		_, soonShown := fams.Value("flashsale_ordersvc_reconcile_differences", "sale", strconv.FormatInt(soon.ID, 10))
 		if !brokenShown {
-			if !openShown {
-				t.Error("the open sale's series went with the ended one's")
+			if !openShown || !soonShown {
+				t.Errorf("series of the open sale (%v) and of the sale yet to open (%v) went with the ended one's", openShown, soonShown)
 			}
 			break
 		}

@@ -84,6 +84,20 @@ func (s *Store) OpenSales(ctx context.Context, now time.Time) ([]int64, error) {
 	return ids, nil
 }
 
+// SalesNotEnded lists the sales whose end is after now: open, or yet to
+// open.
+func (s *Store) SalesNotEnded(ctx context.Context, now time.Time) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM flash_sale WHERE ends_at > $1`, now)
+	if err != nil {
+		return nil, fmt.Errorf("list sales not ended: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("list sales not ended: %w", err)
+	}
+	return ids, nil
+}
+
 // HotCopyExpiry is when a sale's copy in Redis may go, and its items.
 type HotCopyExpiry struct {
 	SaleID int64
