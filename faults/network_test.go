@@ -472,6 +472,7 @@ func TestOrderServicePostgresNetworkFaults(t *testing.T) {
 	// that ended it queued its unit: the relay returns it once the link
 	// is back, without an operator.
 	var unheard, refused int
+	var unheardIDs []string
 	for _, c := range cancels {
 		var status string
 		if err := d.pool.QueryRow(ctx, `SELECT status FROM flash_sale_order WHERE id = $1`, c.order).Scan(&status); err != nil {
@@ -482,6 +483,7 @@ func TestOrderServicePostgresNetworkFaults(t *testing.T) {
 			t.Errorf("%s: cancel of %s answered 200, order %s", c.fault, c.order, status)
 		case c.code != http.StatusOK && status == "CANCELLED":
 			unheard++
+			unheardIDs = append(unheardIDs, c.order)
 		case c.code != http.StatusOK && status != "PENDING":
 			t.Errorf("%s: cancel of %s answered %d, order %s, want PENDING or CANCELLED", c.fault, c.order, c.code, status)
 		case c.code != http.StatusOK:
@@ -490,6 +492,20 @@ func TestOrderServicePostgresNetworkFaults(t *testing.T) {
 	}
 	if unheard == 0 {
 		t.Errorf("no cancel during the faults committed unheard: the case this test is for did not happen")
+	}
+	// Their units come back without anyone asking again: the relay drains
+	// the outbox rows their commits wrote.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var pending int
+		if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM stock_release WHERE order_id = ANY($1::uuid[]) AND released_at IS NULL`, unheardIDs).Scan(&pending); err != nil {
+			t.Fatal(err)
+		}
+		if pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d units of cancels committed unheard still queued 15s after the link healed", pending)
+		}
 	}
 	// The shopper told 503 tries again: the cancel that committed unheard
 	// answers as the repeat it is, the refused one cancels now.

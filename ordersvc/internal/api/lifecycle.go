@@ -158,7 +158,7 @@ func (p *Public) cancel(base context.Context, rctx *fasthttp.RequestCtx) {
 	// A repeat does the same: it is how a shopper whose first cancel
 	// committed unheard (its answer lost, or past the deadline) learns the
 	// outcome, and its unit may still be queued. A row already released
-	// costs one query.
+	// costs one short transaction that claims nothing.
 	if _, err := p.relay.ReleaseNow(ctx, []uuid.UUID{id}, cancelReleaseWait); err != nil {
 		p.log.Warn("release of a cancelled order deferred to the relay", "order", id, "err", err)
 	}
