@@ -632,18 +632,8 @@ func TestRedisThatMayEvict(t *testing.T) {
 	if err := rc.Do(t.Context(), rc.B().ConfigSet().ParameterValue().ParameterValue("maxmemory-policy", "allkeys-lru").ParameterValue("maxmemory", "1gb").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	sctx, cancel := context.WithCancel(context.Background())
-	pub, _ := net.Listen("tcp", "127.0.0.1:0")
-	adm, _ := net.Listen("tcp", "127.0.0.1:0")
-	done := make(chan error, 1)
-	go func() { done <- gw.ServeListeners(sctx, pub, adm) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("gateway shutdown: %v", err)
-		}
-	}()
-	resp, err := http.Get("http://" + adm.Addr().String() + "/readyz")
+	admin := serveUntilTheEnd(t, gw)
+	resp, err := http.Get(admin + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -680,18 +670,8 @@ func TestReadinessFollowsTheClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw.redisReady.UseClock(func() time.Time { return time.Now().Add(6 * time.Second) })
-	sctx, cancel := context.WithCancel(context.Background())
-	pub, _ := net.Listen("tcp", "127.0.0.1:0")
-	adm, _ := net.Listen("tcp", "127.0.0.1:0")
-	done := make(chan error, 1)
-	go func() { done <- gw.ServeListeners(sctx, pub, adm) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("gateway shutdown: %v", err)
-		}
-	}()
-	resp, err := http.Get("http://" + adm.Addr().String() + "/readyz")
+	admin := serveUntilTheEnd(t, gw)
+	resp, err := http.Get(admin + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -702,7 +682,7 @@ func TestReadinessFollowsTheClock(t *testing.T) {
 	if l := logs.String(); !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "ahead of it") {
 		t.Errorf("the log does not say the clock is ahead:\n%s", l)
 	}
-	resp, err = http.Get("http://" + adm.Addr().String() + "/metrics")
+	resp, err = http.Get(admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -726,4 +706,22 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// serveUntilTheEnd serves gw on loopback until the test ends, then checks
+// its shutdown; it returns the admin listener's base URL.
+func serveUntilTheEnd(t *testing.T, gw *Gateway) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pub, _ := net.Listen("tcp", "127.0.0.1:0")
+	adm, _ := net.Listen("tcp", "127.0.0.1:0")
+	done := make(chan error, 1)
+	go func() { done <- gw.ServeListeners(ctx, pub, adm) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gateway shutdown: %v", err)
+		}
+	})
+	return "http://" + adm.Addr().String()
 }

@@ -97,6 +97,7 @@ func (c *Consumer) checkStall(now time.Time) []int32 {
 	if !s.watch.Due(now) {
 		return nil
 	}
+	lost := !s.lostAt.IsZero() && len(s.progress) == 0 && now.Sub(s.lostAt) >= s.after
 	ends := c.ends(now)
 	var suspects []int32
 	for part, at := range s.progress {
@@ -104,23 +105,53 @@ func (c *Consumer) checkStall(now time.Time) []int32 {
 			suspects = append(suspects, part)
 		}
 	}
-	if !s.lostAt.IsZero() && len(s.progress) == 0 && now.Sub(s.lostAt) >= s.after {
-		// Lost and not back: every partition the group has not read is
-		// its concern (see lostAt).
-		for part := range ends {
-			suspects = append(suspects, part)
+	if len(suspects) == 0 && !lost {
+		return s.watch.Stuck(now, nil)
+	}
+	t, ok := c.topicMetadata()
+	if !ok {
+		return s.watch.Stuck(now, nil)
+	}
+	if lost {
+		// Lost and not back for s.after: every partition of the topic is
+		// its concern (see lostAt), whatever the lag reading says. A lag
+		// reading needs the group's coordinator, and the coordinator's
+		// queue is where a rejoin that never leaves sits: fault 6b saw the
+		// member's rejoin and the lag reader's requests both wait there
+		// for a minute after a 3 s broker freeze, the readings failing, and
+		// no member persisting anything. A healthy member rejoins within
+		// a session timeout.
+		suspects = suspects[:0]
+		for _, pm := range t.Partitions {
+			suspects = append(suspects, pm.ID)
 		}
 	}
-	var served []int32
-	if len(suspects) > 0 {
-		md, err := c.consumer.GetMetadata(&c.cfg.Topic, false, int(time.Second/time.Millisecond))
-		if err == nil {
-			if t, ok := md.Topics[c.cfg.Topic]; ok && t.Error.Code() == kafka.ErrNoError {
-				served = kafkastuck.Served(t, suspects)
-			}
+	return s.watch.Stuck(now, kafkastuck.Served(t, suspects))
+}
+
+// topicMetadata is the orders topic as the cluster shows it: asked of the
+// current client, or, when it has no answer (a stuck client may have
+// none), of a client made for the one question.
+func (c *Consumer) topicMetadata() (kafka.TopicMetadata, bool) {
+	const timeout = int(time.Second / time.Millisecond)
+	ask := func(md *kafka.Metadata, err error) (kafka.TopicMetadata, bool) {
+		if err != nil {
+			return kafka.TopicMetadata{}, false
 		}
+		t, ok := md.Topics[c.cfg.Topic]
+		return t, ok && t.Error.Code() == kafka.ErrNoError && len(t.Partitions) > 0
 	}
-	return s.watch.Stuck(now, served)
+	if t, ok := ask(c.consumer.GetMetadata(&c.cfg.Topic, false, timeout)); ok {
+		return t, true
+	}
+	cm := kafka.ConfigMap{"bootstrap.servers": c.cfg.Brokers, "log_level": 3}
+	c.cfg.Security.Apply(cm)
+	adm, err := kafka.NewAdminClient(&cm)
+	if err != nil {
+		return kafka.TopicMetadata{}, false
+	}
+	defer adm.Close()
+	return ask(adm.GetMetadata(&c.cfg.Topic, false, 2*timeout))
 }
 
 // partitionEnd is where a partition ended, and the group's committed

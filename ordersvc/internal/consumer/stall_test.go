@@ -85,13 +85,30 @@ func TestStalledClientIsReplaced(t *testing.T) {
 // topic's partitions with messages unread, it is replaced.
 func TestLostMemberIsReplaced(t *testing.T) {
 	t.Parallel()
+	t.Run("with a lag reading", func(t *testing.T) { lostMemberIsReplaced(t, true) })
+	// Fault 6b: after a 3 s broker freeze the member's rejoin and the lag
+	// reader's requests both sat in the group coordinator's queue for a
+	// minute, and no reading came; the member must be replaced all the
+	// same.
+	t.Run("without one", func(t *testing.T) { lostMemberIsReplaced(t, false) })
+}
+
+func lostMemberIsReplaced(t *testing.T, withLag bool) {
+	t.Parallel()
 	e := newEnv(t)
 	sale := testdb.Sale(t, e.store, 100)
-	tracker := e.lagTracker()
+	var tracker *lag.Tracker
+	if withLag {
+		tracker = e.lagTracker()
+	}
 
 	var dropped atomic.Bool
 	drop := make(chan struct{})
-	r := e.startWith(e.store, 5*time.Second, func(cfg *consumer.Config) { cfg.Lag = tracker }, func(c *consumer.Consumer) {
+	r := e.startWith(e.store, 5*time.Second, func(cfg *consumer.Config) {
+		if tracker != nil {
+			cfg.Lag = tracker
+		}
+	}, func(c *consumer.Consumer) {
 		consumer.SetStallTimes(c, time.Second, 100*time.Millisecond, 500*time.Millisecond)
 		consumer.SetOnPoll(c, func(kc *kafka.Consumer) {
 			select {
