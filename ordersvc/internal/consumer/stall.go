@@ -25,7 +25,8 @@ import (
 // joins the group in its place (the old one leaves first, committing what
 // was persisted). A partition the cluster does not serve is an outage:
 // librdkafka reads it again when it is back. Without a lag reading (none
-// yet, a failed one, or an old one) nothing is a suspect. Only Run's
+// yet, a failed one, or an old one) no partition it holds is a suspect;
+// a member that lost them all is (see lostAt). Only Run's
 // goroutine (and the rebalance callback, which Poll calls there) touches
 // it.
 type stallCheck struct {
@@ -40,7 +41,8 @@ type stallCheck struct {
 	// whose rejoin request sat in its coordinator's queue for a minute
 	// after the broker was back) holds no partition, so no partition of it
 	// can look stalled: while it has none and the cluster serves the
-	// topic's partitions with messages unread, the member is the suspect.
+	// topic's partitions, the member is the suspect, with or without a
+	// lag reading (fault 6b: the readings failed too).
 	lostAt time.Time
 	watch  kafkastuck.Watch
 }
@@ -201,7 +203,7 @@ func (c *Consumer) replaceClient(stuck []int32, retired *atomic.Bool, flush func
 		return retired, fmt.Errorf("replace the stuck kafka consumer: %w", err)
 	}
 	if len(c.stall.progress) == 0 && !c.stall.lostAt.IsZero() {
-		c.log.Warn("replacing the kafka consumer: it lost its partitions and never got an assignment back, while the cluster serves partitions with messages unread",
+		c.log.Warn("replacing the kafka consumer: it lost its partitions and never got an assignment back, while the cluster serves the topic's partitions",
 			"partitions", stuck, "lost_since", c.stall.lostAt)
 	} else {
 		c.log.Warn("replacing the kafka consumer: partitions the cluster serves have messages it stopped reading (confluentinc/librdkafka#5430)",
