@@ -82,7 +82,7 @@ func TestStalledClientIsReplaced(t *testing.T) {
 // scenario 2 caught its rejoin sitting in the coordinator's queue for a
 // minute) holds no partition, so none of it looked stalled, and nothing
 // was persisted again. While it has none and the cluster serves the
-// topic's partitions with messages unread, it is replaced.
+// topic's partitions, it is replaced, with or without a lag reading.
 func TestLostMemberIsReplaced(t *testing.T) {
 	t.Parallel()
 	t.Run("with a lag reading", func(t *testing.T) { lostMemberIsReplaced(t, true) })
