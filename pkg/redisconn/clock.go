@@ -20,7 +20,7 @@ import (
 // shorter payment windows. Each service compares its clock with Redis's,
 // which they all share, so two services that pass differ from each other
 // by at most twice the bound. PostgreSQL's clock, which ends the payment
-// windows, is not compared.
+// windows, the order service measures and exports on its own.
 var ErrClockSkew = errors.New("this host's clock differs from Redis's")
 
 // MaxClockSkew is how far a service's clock may be from Redis's: a sixth

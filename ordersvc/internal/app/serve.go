@@ -134,8 +134,9 @@ type service struct {
 	tracker       *lag.Tracker
 	sales         *sale.Service
 	health        *api.Health
-	redis         redisCheck          // readiness of Redis, and the clock's skew from it
-	webhook       *api.PaymentWebhook // nil without FLASHSALE_PAYMENT_WEBHOOK_SECRET
+	redis         redisCheck            // readiness of Redis, and the clock's skew from it
+	webhook       *api.PaymentWebhook   // nil without FLASHSALE_PAYMENT_WEBHOOK_SECRET
+	pgClock       func(context.Context) // measures PostgreSQL's clock for /metrics
 	public, admin *httpserver.Server
 }
 
@@ -170,7 +171,7 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 	if err != nil {
 		return nil, err
 	}
-	svc := &service{cons: cons, relay: rl, tracker: tracker, webhook: webhook,
+	svc := &service{cons: cons, relay: rl, tracker: tracker, webhook: webhook, pgClock: measurePostgresClock(st, m, log),
 		sweeper: expiry.New(st, rl, log.With("component", "expiry"), m, cfg.ExpiryBatch),
 		redis:   redis,
 		sales: sale.NewService(st, stk, sale.WithAcceptedRecords(c.rc), sale.WithCatchUp(c.lag, cfg.CatchUpTimeout),
@@ -224,6 +225,40 @@ func listen(ctx context.Context, cfg config.Config) (public, admin net.Listener,
 // their expiry (a copy loaded since the last pass has none until the next).
 const retentionInterval = time.Minute
 
+// measurePostgresClock returns one measure of PostgreSQL's clock against
+// this host's, recorded for /metrics (alert FlashsaleClockSkew). It is
+// exported, not a readiness check: PostgreSQL ends the payment windows
+// that the gateways' clocks start, and one PostgreSQL is every order
+// service's, so a readiness check on it would stop them all at once. A
+// failed measure, or one whose round trip is too slow to tell (over a
+// second), keeps the last figure.
+func measurePostgresClock(st *store.Store, m *metrics.Counters, log *slog.Logger) func(context.Context) {
+	return func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		skew, within, err := st.ClockSkew(ctx, time.Now)
+		if err != nil || within > time.Second/2 {
+			log.Debug("postgres clock not measured", "err", err, "within", within)
+			return
+		}
+		m.ObservePostgresClockSkew(skew)
+	}
+}
+
+// every calls f now and then every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, f func(context.Context)) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		f(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
 // unsettledInterval is how often the refused payments still to refund
 // are counted for /metrics.
 const unsettledInterval = 30 * time.Second
@@ -238,6 +273,7 @@ func (s *service) run(ctx context.Context, cfg config.Config, publicLn, adminLn 
 	g.Go(func() error { return s.sweeper.Run(gctx, cfg.ExpiryInterval) })
 	g.Go(func() error { return s.tracker.Run(gctx, cfg.LagInterval) })
 	g.Go(func() error { return s.redis.w.Run(gctx) })
+	g.Go(func() error { return every(gctx, redisconn.Recheck, s.pgClock) })
 	if cfg.ReconcileInterval > 0 {
 		g.Go(func() error {
 			return s.sales.WatchOpenSales(gctx, cfg.ReconcileInterval, log.With("component", "reconcile"))

@@ -145,6 +145,16 @@ type ConsumerLag struct {
 	At         time.Time       // of the last good reading
 }
 
+// ObservePostgresClockSkew records how far this host's clock was ahead of
+// PostgreSQL's.
+func (c *Counters) ObservePostgresClockSkew(skew time.Duration) {
+	s := c.state
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := skew.Seconds()
+	s.pgSkew = &v
+}
+
 // ObserveConsumerLag records a lag reading; a failed one (ok false) keeps
 // the last good numbers and clears consumer_lag_read_ok.
 func (c *Counters) ObserveConsumerLag(ok bool, total int64, partitions map[int32]int64, at time.Time) {
@@ -219,6 +229,9 @@ type state struct {
 
 	differences, repaired, inflight, leaked, reconciledAt *prometheus.Desc
 	lagReadOK, lagMessages, lagPartition, lagAt           *prometheus.Desc
+
+	pgSkew     *float64 // seconds; nil before the first measure
+	pgSkewDesc *prometheus.Desc
 }
 
 func newState() *state {
@@ -235,12 +248,13 @@ func newState() *state {
 		lagMessages:  d("consumer_lag_messages", "Orders-topic messages the consumer group has not committed, at the last good reading."),
 		lagPartition: d("consumer_lag_partition_messages", "Orders-topic messages not yet committed, per partition, at the last good reading.", "partition"),
 		lagAt:        d("consumer_lag_timestamp_seconds", "Unix time of the last good reading of the consumer lag."),
+		pgSkewDesc:   d("postgres_clock_skew_seconds", "How far this host's clock was ahead of PostgreSQL's at the last measure (behind when negative)."),
 	}
 }
 
 func (s *state) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.differences, s.repaired, s.inflight, s.leaked, s.reconciledAt,
-		s.lagReadOK, s.lagMessages, s.lagPartition, s.lagAt} {
+		s.lagReadOK, s.lagMessages, s.lagPartition, s.lagAt, s.pgSkewDesc} {
 		ch <- d
 	}
 }
@@ -251,6 +265,9 @@ func (s *state) Collect(ch chan<- prometheus.Metric) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.pgSkew != nil {
+		gauge(s.pgSkewDesc, *s.pgSkew)
+	}
 	for id, r := range s.recon {
 		sale := strconv.FormatInt(id, 10)
 		gauge(s.differences, float64(r.Differences), sale)

@@ -171,6 +171,7 @@ func TestREADMEListsEveryMetric(t *testing.T) {
 	c.ObserveConsumerLag(true, 1, map[int32]int64{0: 1}, time.Unix(1, 0))
 	c.Reject("SOLD_OUT_IN_DB", 1)
 	c.PaymentsRefused.WithLabelValues("ORDER_EXPIRED").Inc()
+	c.ObservePostgresClockSkew(time.Millisecond)
 	// The Redis watch's clock skew, registered as the service does.
 	w := redisconn.NewWatch(testenv.RedisClient(t, testenv.ThrowawayRedis(t)), time.Hour, time.Minute, slog.New(slog.DiscardHandler))
 	if err := w.Err(testenv.Context(t)); err != nil {

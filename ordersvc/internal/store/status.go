@@ -84,6 +84,23 @@ func (s *Store) OpenSales(ctx context.Context, now time.Time) ([]int64, error) {
 	return ids, nil
 }
 
+// ClockSkew is how far now is ahead of PostgreSQL's clock
+// (clock_timestamp()), behind when negative, from one query: the local
+// clock halfway through the round trip against the server's answer. Half
+// the round trip is how far off the figure may be; it is returned with it.
+// PostgreSQL's clock ends the payment windows, which start at the
+// gateways' clocks (placedAt).
+func (s *Store) ClockSkew(ctx context.Context, now func() time.Time) (skew, within time.Duration, err error) {
+	sent := now()
+	var server time.Time
+	err = s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&server)
+	rtt := now().Sub(sent)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read postgres clock: %w", err)
+	}
+	return sent.Add(rtt / 2).Sub(server), rtt / 2, nil
+}
+
 // SalesNotEnded lists the sales whose end is after now: open, or yet to
 // open.
 func (s *Store) SalesNotEnded(ctx context.Context, now time.Time) ([]int64, error) {
