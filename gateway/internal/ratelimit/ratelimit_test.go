@@ -113,14 +113,18 @@ func TestMemoryStaysBounded(t *testing.T) {
 // tracks it; full of busy buckets, it lets the new key through untracked
 // and counts it.
 func TestFullTableEvictsRefilledBuckets(t *testing.T) {
-	l := New(Rule{Rate: 1000, Burst: 1}, 64*50)
+	// 10/s: a bucket refills 100 ms after its token went, so the fill
+	// below overflows even on a machine busy enough to take a few
+	// milliseconds over it (at 1000/s, one CI run's buckets refilled
+	// while the table was still filling, and nothing overflowed).
+	l := New(Rule{Rate: 10, Burst: 1}, 64*50)
 	for i := range 64 * 200 {
 		l.Allow(fmt.Appendf(nil, "busy-%d", i))
 	}
 	if l.Overflows() == 0 {
 		t.Fatalf("no overflow filling %d keys into room for %d", 64*200, l.MaxKeys())
 	}
-	time.Sleep(5 * time.Millisecond) // every bucket refills (1 token at 1000/s)
+	time.Sleep(150 * time.Millisecond) // every bucket refills (1 token at 10/s)
 	before := l.Overflows()
 	for i := range 64 * 10 {
 		key := fmt.Appendf(nil, "new-%d", i)
