@@ -594,24 +594,7 @@ func TestServeListenersStopsWhenCancelledAtOnce(t *testing.T) {
 // one whose Redis starts evicting says so on /readyz (load balancers then
 // stop sending it shoppers) and in its log.
 func TestRedisThatMayEvict(t *testing.T) {
-	testenv.Require(t, testenv.PostgresAddr(), testenv.KafkaBrokers())
-	env := map[string]string{
-		"FLASHSALE_PG_DSN":        testenv.PostgresDSN(),
-		"FLASHSALE_KAFKA_BROKERS": testenv.KafkaBrokers(),
-		"FLASHSALE_JWT_HS256_KEY": string(jwtKey),
-		"FLASHSALE_GATE_KEY":      string(gateKey),
-		"FLASHSALE_ADMIN_TOKEN":   "test-admin-token-0123",
-	}
-	start := func(redisAddr string) (*Gateway, *lockedBuffer, error) {
-		env["FLASHSALE_REDIS_ADDR"] = redisAddr
-		cfg, err := config.Load(pkgconfig.Vars(env))
-		if err != nil {
-			t.Fatal(err)
-		}
-		logs := &lockedBuffer{}
-		gw, err := New(t.Context(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
-		return gw, logs, err
-	}
+	start := func(redisAddr string) (*Gateway, *lockedBuffer, error) { return startOnRedis(t, redisAddr, nil) }
 
 	evicting := testenv.ThrowawayRedis(t, "--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru")
 	if gw, _, err := start(evicting); !errors.Is(err, redisconn.ErrEvicts) || !strings.Contains(err.Error(), evicting) {
@@ -651,21 +634,7 @@ func TestRedisThatMayEvict(t *testing.T) {
 // time, which the order service compares with its own), and the log says
 // why.
 func TestReadinessFollowsTheClock(t *testing.T) {
-	testenv.Require(t, testenv.PostgresAddr(), testenv.KafkaBrokers())
-	cfg, err := config.Load(pkgconfig.Vars{
-		"FLASHSALE_PG_DSN":          testenv.PostgresDSN(),
-		"FLASHSALE_KAFKA_BROKERS":   testenv.KafkaBrokers(),
-		"FLASHSALE_REDIS_ADDR":      testenv.ThrowawayRedis(t),
-		"FLASHSALE_JWT_HS256_KEY":   string(jwtKey),
-		"FLASHSALE_GATE_KEY":        string(gateKey),
-		"FLASHSALE_ADMIN_TOKEN":     "test-admin-token-0123",
-		"FLASHSALE_INFLIGHT_WINDOW": "20s",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &lockedBuffer{}
-	gw, err := New(t.Context(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	gw, logs, err := startOnRedis(t, testenv.ThrowawayRedis(t), map[string]string{"FLASHSALE_INFLIGHT_WINDOW": "20s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -706,6 +675,30 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// startOnRedis builds a gateway on the local stack's PostgreSQL and broker
+// and the Redis at redisAddr, with extra settings, logging into the
+// buffer it returns; New's error is the caller's to judge.
+func startOnRedis(t *testing.T, redisAddr string, extra map[string]string) (*Gateway, *lockedBuffer, error) {
+	t.Helper()
+	testenv.Require(t, testenv.PostgresAddr(), testenv.KafkaBrokers())
+	env := pkgconfig.Vars{
+		"FLASHSALE_PG_DSN":        testenv.PostgresDSN(),
+		"FLASHSALE_KAFKA_BROKERS": testenv.KafkaBrokers(),
+		"FLASHSALE_REDIS_ADDR":    redisAddr,
+		"FLASHSALE_JWT_HS256_KEY": string(jwtKey),
+		"FLASHSALE_GATE_KEY":      string(gateKey),
+		"FLASHSALE_ADMIN_TOKEN":   "test-admin-token-0123",
+	}
+	maps.Copy(env, extra)
+	cfg, err := config.Load(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	gw, err := New(t.Context(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	return gw, logs, err
 }
 
 // serveUntilTheEnd serves gw on loopback until the test ends, then checks
