@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
@@ -103,27 +102,14 @@ func (w *PaymentWebhook) noteRefusal(base context.Context, rctx *fasthttp.Reques
 	}
 	w.log.Error("provider payment refused: the money was taken and the order will not be paid; refund it or honour it by hand, then mark it settled (POST /admin/payments/refused/settle)",
 		"order", id, "paymentRef", ref, "code", answer.Code)
-	w.countUnsettled(base)
+	w.CountUnsettled(base)
 }
 
-// WatchUnsettled keeps the unsettled-refusals gauge, read from PostgreSQL
-// every interval until ctx ends (and after each refusal and settlement on
-// this instance), so an alert on it holds until the refunds are made, on
-// whichever instance took the confirmation.
-func (w *PaymentWebhook) WatchUnsettled(ctx context.Context, every time.Duration) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		w.countUnsettled(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-func (w *PaymentWebhook) countUnsettled(base context.Context) {
+// CountUnsettled sets the unsettled-refusals gauge from PostgreSQL. The
+// service calls it every interval (and this webhook after each refusal
+// and settlement it makes), so an alert on it holds until the refunds are
+// made, on whichever instance took the confirmation.
+func (w *PaymentWebhook) CountUnsettled(base context.Context) {
 	ctx, cancel := context.WithTimeout(base, QueryTimeout)
 	defer cancel()
 	n, err := w.store.UnsettledRefusedPayments(ctx)
@@ -198,7 +184,7 @@ func (w *PaymentWebhook) settleRefused(base context.Context, rctx *fasthttp.Requ
 		return
 	}
 	w.log.Info("refused payment settled", "paymentRef", p.PaymentRef, "order", p.OrderID, "code", p.Code, "resolution", *p.Resolution)
-	w.countUnsettled(base)
+	w.CountUnsettled(base)
 	writeJSON(rctx, fasthttp.StatusOK, p)
 }
 
@@ -258,7 +244,7 @@ func (w *PaymentWebhook) handle(base context.Context, rctx *fasthttp.RequestCtx)
 			w.log.Warn("a payment refused before and accepted now is still listed as refused; settle it as honoured", "order", id, "paymentRef", ref, "err", err)
 		} else if settled {
 			w.log.Info("a payment refused before was accepted: its refusal is settled as paid", "order", id, "paymentRef", ref)
-			w.countUnsettled(base)
+			w.CountUnsettled(base)
 		}
 	}
 	writeJSON(rctx, fasthttp.StatusOK, viewOf(tr.Order))

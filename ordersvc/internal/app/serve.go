@@ -288,7 +288,7 @@ func (s *service) run(ctx context.Context, cfg config.Config, publicLn, adminLn 
 		return s.sales.WatchRetention(gctx, retentionInterval, cfg.HotCopyRetention, log.With("component", "retention"))
 	})
 	if s.webhook != nil {
-		g.Go(func() error { return s.webhook.WatchUnsettled(gctx, unsettledInterval) })
+		g.Go(func() error { return every(gctx, unsettledInterval, s.webhook.CountUnsettled) })
 	}
 	g.Go(func() error {
 		<-gctx.Done()
