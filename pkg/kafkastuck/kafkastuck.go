@@ -34,6 +34,42 @@ func Served(t kafka.TopicMetadata, parts []int32) []int32 {
 	return out
 }
 
+// MetadataSource answers metadata requests: a librdkafka producer,
+// consumer or admin client.
+type MetadataSource interface {
+	GetMetadata(topic *string, allTopics bool, timeoutMs int) (*kafka.Metadata, error)
+}
+
+// ClusterTopic is what the cluster says of topic (shown without error):
+// asked of current within wait, or, when that one has no answer, of the
+// client fresh makes for this one question (closed after), within
+// freshWait. The current client may be the stuck one: fault 6b caught a
+// gateway's producer, and later an order service's consumer, that after
+// the broker's freeze answered no metadata for a minute while the cluster
+// served every partition, so a check that asked it alone never found a
+// suspect served and never replaced it. A fresh client costs a
+// connection, made only while the current one has no answer.
+func ClusterTopic(current MetadataSource, topic string, wait time.Duration,
+	fresh func() (MetadataSource, func(), error), freshWait time.Duration) (kafka.TopicMetadata, bool) {
+	ask := func(c MetadataSource, d time.Duration) (kafka.TopicMetadata, bool) {
+		md, err := c.GetMetadata(&topic, false, int(d/time.Millisecond))
+		if err != nil || md == nil {
+			return kafka.TopicMetadata{}, false
+		}
+		t, ok := md.Topics[topic]
+		return t, ok && t.Error.Code() == kafka.ErrNoError
+	}
+	if t, ok := ask(current, wait); ok {
+		return t, true
+	}
+	c, done, err := fresh()
+	if err != nil {
+		return kafka.TopicMetadata{}, false
+	}
+	defer done()
+	return ask(c, freshWait)
+}
+
 // Watch decides when failing partitions are the client's fault: when the
 // cluster has served them for Grace (time for the client to use them, had
 // it been able to) while they kept failing, and no replacement happened

@@ -59,29 +59,17 @@ func (p *Producer) checkStuck(now time.Time) {
 	}
 }
 
-// clusterTopic is what the cluster says of the topic: through the current
-// client, or, when that one has no answer, through a client of its own for
-// this one question. The current client may be the stuck one: fault 6b
-// caught one that, after the broker's freeze, held every broker for down
-// and answered no metadata for a minute while the cluster served every
-// partition, so the check never found a suspect served and never replaced
-// it. A fresh client costs a connection, made only while a partition has
-// been failing for the check's wait and the current client has no answer.
+// clusterTopic is what the cluster says of the topic, through the current
+// client or a fresh one (kafkastuck.ClusterTopic).
 func (p *Producer) clusterTopic() (kafka.TopicMetadata, bool) {
-	topic := func(c *kafka.Producer) (kafka.TopicMetadata, bool) {
-		md, err := c.GetMetadata(&p.topic, false, int(partitionsRetry/time.Millisecond))
-		t, ok := topicOf(md, p.topic)
-		return t, err == nil && ok && t.Error.Code() == kafka.ErrNoError
+	fresh := func() (kafkastuck.MetadataSource, func(), error) {
+		c, err := kafka.NewProducer(&p.conf)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, c.Close, nil
 	}
-	if t, ok := topic(p.client.Load()); ok {
-		return t, true
-	}
-	fresh, err := kafka.NewProducer(&p.conf)
-	if err != nil {
-		return kafka.TopicMetadata{}, false
-	}
-	defer fresh.Close()
-	return topic(fresh)
+	return kafkastuck.ClusterTopic(p.client.Load(), p.topic, partitionsRetry, fresh, partitionsRetry)
 }
 
 // replaceClient makes a new client take the next publishes, and closes

@@ -131,29 +131,21 @@ func (c *Consumer) checkStall(now time.Time) []int32 {
 	return s.watch.Stuck(now, kafkastuck.Served(t, suspects))
 }
 
-// topicMetadata is the orders topic as the cluster shows it: asked of the
-// current client, or, when it has no answer (a stuck client may have
-// none), of a client made for the one question.
+// topicMetadata is the orders topic as the cluster shows it, through the
+// current client or a fresh one (kafkastuck.ClusterTopic), with its
+// partitions.
 func (c *Consumer) topicMetadata() (kafka.TopicMetadata, bool) {
-	const timeout = int(time.Second / time.Millisecond)
-	ask := func(md *kafka.Metadata, err error) (kafka.TopicMetadata, bool) {
+	fresh := func() (kafkastuck.MetadataSource, func(), error) {
+		cm := kafka.ConfigMap{"bootstrap.servers": c.cfg.Brokers, "log_level": 3}
+		c.cfg.Security.Apply(cm)
+		adm, err := kafka.NewAdminClient(&cm)
 		if err != nil {
-			return kafka.TopicMetadata{}, false
+			return nil, nil, err
 		}
-		t, ok := md.Topics[c.cfg.Topic]
-		return t, ok && t.Error.Code() == kafka.ErrNoError && len(t.Partitions) > 0
+		return adm, adm.Close, nil
 	}
-	if t, ok := ask(c.consumer.GetMetadata(&c.cfg.Topic, false, timeout)); ok {
-		return t, true
-	}
-	cm := kafka.ConfigMap{"bootstrap.servers": c.cfg.Brokers, "log_level": 3}
-	c.cfg.Security.Apply(cm)
-	adm, err := kafka.NewAdminClient(&cm)
-	if err != nil {
-		return kafka.TopicMetadata{}, false
-	}
-	defer adm.Close()
-	return ask(adm.GetMetadata(&c.cfg.Topic, false, 2*timeout))
+	t, ok := kafkastuck.ClusterTopic(c.consumer, c.cfg.Topic, time.Second, fresh, 2*time.Second)
+	return t, ok && len(t.Partitions) > 0
 }
 
 // partitionEnd is where a partition ended, and the group's committed
