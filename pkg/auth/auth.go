@@ -26,6 +26,9 @@ type Verifier struct {
 	hmacKey []byte
 	edKey   ed25519.PublicKey
 	parser  *jwt.Parser
+	// hs256 verifies the common HS256 tokens without the parser's generic
+	// decoding (see hs256.go); nil without an HMAC key.
+	hs256 *hs256Verifier
 }
 
 // NewVerifier builds a verifier. At least one key is needed; the HMAC key
@@ -58,7 +61,11 @@ func NewVerifier(hmacKey []byte, edKey ed25519.PublicKey, issuer, audience strin
 	if audience != "" {
 		opts = append(opts, jwt.WithAudience(audience))
 	}
-	return &Verifier{hmacKey: hmacKey, edKey: edKey, parser: jwt.NewParser(opts...)}, nil
+	v := &Verifier{hmacKey: hmacKey, edKey: edKey, parser: jwt.NewParser(opts...)}
+	if len(hmacKey) > 0 {
+		v.hs256 = newHS256Verifier(hmacKey, jwt.NewValidator(opts...))
+	}
+	return v, nil
 }
 
 // UserID verifies a compact JWT and returns its subject.
@@ -67,7 +74,10 @@ func (v *Verifier) UserID(token string) (string, error) {
 		return "", fmt.Errorf("%w: token of %d bytes", ErrUnauthenticated, len(token))
 	}
 	var claims jwt.RegisteredClaims
-	_, err := v.parser.ParseWithClaims(token, &claims, v.key)
+	handled, err := v.hs256.verify(token, &claims)
+	if !handled {
+		_, err = v.parser.ParseWithClaims(token, &claims, v.key)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrUnauthenticated, err)
 	}

@@ -1,0 +1,98 @@
+package auth
+
+import (
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// signHS256 signs claims (any bytes) under header with key, as an HS256
+// token: what a client holding the key could send.
+func signHS256(header, claims string) string {
+	payload := header + base64.RawURLEncoding.EncodeToString([]byte(claims))
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(payload))
+	return payload + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func TestHS256HandlesTheCommonShapeOnly(t *testing.T) {
+	edPub, edPriv, _ := ed25519.GenerateKey(rand.Reader)
+	v := mustVerifier(t, edPub)
+	minted, _ := MintHS256(key, "alice", "flashsale", "", time.Hour, time.Now())
+	claims := jwt.MapClaims{"sub": "alice", "iss": "flashsale", "exp": time.Now().Add(time.Hour).Unix()}
+	for _, tt := range []struct {
+		name  string
+		token string
+		want  bool
+	}{
+		{"minted", minted, true},
+		{"forged signature", minted[:len(minted)-2] + "AA", true},
+		{"EdDSA", sign(t, jwt.SigningMethodEdDSA, edPriv, claims), false},
+		{"HS256, header keys in another order", signHS256("eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9.", `{"sub":"alice"}`), false},
+		{"a fourth segment", minted + ".x", false},
+		{"signature too short", minted[:len(minted)-1], false},
+		{"header alone", hs256Header, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var c jwt.RegisteredClaims
+			if got, _ := v.hs256.verify(tt.token, &c); got != tt.want {
+				t.Fatalf("handled = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzHS256AgreesWithTheParser: every token, signed with the key or not,
+// gets from the fast path the answer golang-jwt's parser gives it.
+func FuzzHS256AgreesWithTheParser(f *testing.F) {
+	exp := time.Now().Add(time.Hour).Unix()
+	for _, c := range []string{
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":%d}`, exp),
+		fmt.Sprintf(`{"sub":"alice","SUB":"bob","Iss":"flashsale","EXP":%d}`, exp),
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":%d,"exp":1}`, exp),
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":%d.75}`, exp),
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":"%d"}`, exp),
+		`{"sub":"alice","iss":"flashsale","exp":1e400}`,
+		`{"sub":"alice","iss":"flashsale","exp":9e9}`,
+		`{"sub":"alice","iss":"flashsale","exp":-1}`,
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":%d,"nbf":%d}`, exp, exp),
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":%d,"aud":["x","y"]}`, exp),
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":%d,"aud":7}`, exp),
+		fmt.Sprintf(`{"sub":"a\u0000b","iss":"flashsale","exp":%d}`, exp),
+		fmt.Sprintf(`{"sub":"\xff","iss":"flashsale","exp":%d}`, exp),
+		fmt.Sprintf(`{"sub":7,"iss":"flashsale","exp":%d}`, exp),
+		`null`, `[]`, `"alice"`, `{`, ``,
+	} {
+		for mutation := range uint8(4) {
+			f.Add(c, mutation)
+		}
+	}
+	fast := mustVerifier(f, nil)
+	parser := mustVerifier(f, nil)
+	parser.hs256 = nil
+	f.Fuzz(func(t *testing.T, claims string, mutation uint8) {
+		token := signHS256(hs256Header, claims)
+		switch mutation % 4 {
+		case 1: // another signature
+			token = token[:len(token)-1] + "A"
+		case 2: // padding in the claims segment
+			token = signHS256(hs256Header, claims)
+			dot := len(hs256Header) + base64.RawURLEncoding.EncodedLen(len(claims))
+			token = token[:dot] + "=" + token[dot:]
+		case 3: // any string at all
+			token = claims
+		}
+		gotSub, gotErr := fast.UserID(token)
+		wantSub, wantErr := parser.UserID(token)
+		if gotSub != wantSub || (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("token %q: fast path %q, %v; parser %q, %v", token, gotSub, gotErr, wantSub, wantErr)
+		}
+	})
+}
