@@ -24,16 +24,17 @@ const hs256SigLen = 43
 
 // hs256Verifier is the shopper token's fast path. golang-jwt's parser
 // decodes every token's header into a map with encoding/json, looks its
-// algorithm up, splits and joins the segments and keys a new HMAC for each
-// verification: a third of a verification's time and most of its
-// allocations (benchmarks/README.md). A token whose header segment is
-// exactly hs256Header needs none of that: its algorithm is known. The fast
-// path checks the signature with an HMAC keyed once, then decodes the
-// claims as the parser does (encoding/json into jwt.RegisteredClaims) and
-// has golang-jwt's own Validator, built from the parser's options, check
-// them. Any other token, and any whose segments are not of the shape
-// checked here, goes to the parser, so the two always agree
-// (FuzzHS256AgreesWithTheParser).
+// algorithm up, splits and joins the segments, keys a new HMAC and decodes
+// the claims with encoding/json, all before it knows the signature is
+// good: 4.4 µs and 47 allocations per token (BenchmarkUserID). A token
+// whose header segment is exactly hs256Header needs none of the header's
+// decoding: its algorithm is known. The fast path checks the signature
+// first, with an HMAC keyed once, then reads the claims (decodeClaims, or
+// encoding/json as the parser does for a shape decodeClaims does not
+// read) and has golang-jwt's own Validator, built from the parser's
+// options, check them: 1.0 µs and 13 allocations. Any other token, and
+// any whose segments are not of the shape checked here, goes to the
+// parser, so the two always agree (FuzzHS256AgreesWithTheParser).
 type hs256Verifier struct {
 	validator *jwt.Validator
 	macs      sync.Pool // hash.Hash: HMAC-SHA256 keyed with the verifier's key
@@ -79,8 +80,10 @@ func (h *hs256Verifier) verify(token string, claims *jwt.RegisteredClaims) (hand
 	if err != nil {
 		return true, fmt.Errorf("%w: could not base64 decode claim: %w", jwt.ErrTokenMalformed, err)
 	}
-	if err := json.Unmarshal(raw, claims); err != nil {
-		return true, fmt.Errorf("%w: could not JSON decode claim: %w", jwt.ErrTokenMalformed, err)
+	if !decodeClaims(raw, claims) {
+		if err := json.Unmarshal(raw, claims); err != nil {
+			return true, fmt.Errorf("%w: could not JSON decode claim: %w", jwt.ErrTokenMalformed, err)
+		}
 	}
 	if err := h.validator.Validate(claims); err != nil {
 		return true, fmt.Errorf("%w: %w", jwt.ErrTokenInvalidClaims, err)

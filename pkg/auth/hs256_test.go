@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,6 +51,34 @@ func TestHS256HandlesTheCommonShapeOnly(t *testing.T) {
 	}
 }
 
+// TestDecodeClaimsReadsMintedTokens: the tokens this system mints take
+// the fast claims reading, not encoding/json.
+func TestDecodeClaimsReadsMintedTokens(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	for _, aud := range []string{"", "shop"} {
+		tok, err := MintHS256(key, "user-42", "flashsale", aud, time.Hour, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c jwt.RegisteredClaims
+		if !decodeClaims(raw, &c) {
+			t.Fatalf("claims %s left to encoding/json", raw)
+		}
+		want := jwt.RegisteredClaims{Subject: "user-42", Issuer: "flashsale",
+			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}
+		if aud != "" {
+			want.Audience = jwt.ClaimStrings{aud}
+		}
+		if !reflect.DeepEqual(c, want) {
+			t.Fatalf("decoded %+v, want %+v", c, want)
+		}
+	}
+}
+
 // FuzzHS256AgreesWithTheParser: every token, signed with the key or not,
 // gets from the fast path the answer golang-jwt's parser gives it.
 func FuzzHS256AgreesWithTheParser(f *testing.F) {
@@ -68,6 +98,20 @@ func FuzzHS256AgreesWithTheParser(f *testing.F) {
 		fmt.Sprintf(`{"sub":"a\u0000b","iss":"flashsale","exp":%d}`, exp),
 		fmt.Sprintf(`{"sub":"\xff","iss":"flashsale","exp":%d}`, exp),
 		fmt.Sprintf(`{"sub":7,"iss":"flashsale","exp":%d}`, exp),
+		fmt.Sprintf(`{"iss":"flashsale","sub":"alice","aud":["x","flashsale"],"exp":%d,"nbf":0,"iat":1,"jti":"j"}`, exp),
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":%d,"aud":[]}`, exp),
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":%d,"aud":"x"}`, exp),
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":%d,"aud":["x",]}`, exp),
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":%d,"aud":[1]}`, exp),
+		fmt.Sprintf(`{ "sub": "alice", "iss": "flashsale", "exp": %d }`, exp),
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":0%d}`, exp),
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":%d000000}`, exp),
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":%d,}`, exp),
+		fmt.Sprintf(`{"sub":"al\u0069ce","iss":"flashsale","exp":%d}`, exp),
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":%d,"role":"admin"}`, exp),
+		fmt.Sprintf(`{"sub":"alice","iss":"flashsale","exp":%d}{}`, exp),
+		`{"sub":"alice","iss":"flashsale","exp":0}`,
+		`{"sub"}`, `{"sub":}`, `{}`, `{"":""}`,
 		`null`, `[]`, `"alice"`, `{`, ``,
 	} {
 		for mutation := range uint8(4) {
