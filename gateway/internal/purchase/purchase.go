@@ -22,6 +22,7 @@ import (
 	"flashsale/gateway/internal/holding"
 	"flashsale/gateway/internal/publish"
 	"flashsale/pkg/accepted"
+	"flashsale/pkg/deadline"
 	"flashsale/pkg/event"
 	"flashsale/pkg/stock"
 )
@@ -85,6 +86,10 @@ type Buyer struct {
 	settler         Settler
 	holding         *holding.Finder // nil: a shopper who already holds gets a bare ALREADY_PURCHASED
 	redisTimeout    time.Duration
+	// redisCalls bounds the two Redis calls of every purchase (the
+	// reservation and the accepted record) by redisTimeout, with one
+	// context shared by the calls that begin within a hundredth of it.
+	redisCalls *deadline.Shared
 	// trustAcksWithin: an acknowledgement that comes later than this after
 	// the purchase began is not trusted (SetInFlightWindow).
 	trustAcksWithin time.Duration
@@ -121,7 +126,7 @@ func NewBuyer(redis rueidis.Client, st *stock.Store, pub Publisher, settler Sett
 	redisTimeout time.Duration, log *slog.Logger) *Buyer {
 	return &Buyer{
 		stock: st, redis: redis, pub: pub, settler: settler, holding: finder,
-		redisTimeout: redisTimeout, trustAcksWithin: DefaultInFlightWindow / 2, log: log, now: time.Now,
+		redisTimeout: redisTimeout, redisCalls: deadline.New(redisTimeout, redisTimeout/100), trustAcksWithin: DefaultInFlightWindow / 2, log: log, now: time.Now,
 		retries: make(chan release, retryQueue), unsettled: make(chan heldOrder, settleQueue),
 		reserveFailed: rate.Sometimes{Interval: time.Second},
 	}
@@ -182,9 +187,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		return Receipt{}, fmt.Errorf("%w: order id: %v", ErrUnavailable, err)
 	}
 	oid := orderID.String()
-	rctx, cancel := context.WithTimeout(ctx, b.redisTimeout)
-	_, err = b.stock.ReserveAdmitted(rctx, saleID, itemID, userID, oid, tokenID)
-	cancel()
+	_, err = b.stock.ReserveAdmitted(b.redisCalls.At(ctx, began), saleID, itemID, userID, oid, tokenID)
 	switch {
 	case err == nil:
 	case errors.Is(err, stock.ErrAlreadyPurchased):
@@ -212,7 +215,8 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		return Receipt{}, fmt.Errorf("%w: encode order: %v", ErrUnavailable, err)
 	}
 	pubErr := b.pub.Publish(itemID, payload)
-	if age := b.now().Sub(began); pubErr == nil && age > b.trustAcksWithin {
+	acked := b.now()
+	if age := acked.Sub(began); pubErr == nil && age > b.trustAcksWithin {
 		pubErr = fmt.Errorf("%w: %s after the purchase began", errLateAck, age.Round(time.Millisecond))
 	}
 	v, err := decide(pubErr, func() (Settlement, error) {
@@ -238,7 +242,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		return Receipt{OrderID: orderID}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	// The order is accepted now, whatever follows.
-	b.recordAccepted(ctx, oid, userID)
+	b.recordAccepted(b.redisCalls.At(ctx, acked), oid, userID)
 	return Receipt{OrderID: orderID, Status: holding.Pending}, nil
 }
 
@@ -251,11 +255,9 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 // so the record must not exist before the acknowledgement. (The admission
 // token is spent by the reserve script itself, and given back with the
 // unit when the purchase fails.) A failure is logged, not returned: the
-// order is accepted whatever follows.
+// order is accepted whatever follows. ctx bounds the call.
 func (b *Buyer) recordAccepted(ctx context.Context, orderID, userID string) {
-	rctx, cancel := context.WithTimeout(ctx, b.redisTimeout)
-	defer cancel()
-	if err := b.redis.Do(rctx, accepted.RecordCommand(b.redis, orderID, userID)).Error(); err != nil {
+	if err := b.redis.Do(ctx, accepted.RecordCommand(b.redis, orderID, userID)).Error(); err != nil {
 		b.log.Warn("accepted order not recorded for polling", "order", orderID, "err", err)
 	}
 }
@@ -467,7 +469,9 @@ func (b *Buyer) settleHeld(ctx context.Context, h heldOrder) {
 		return
 	case err == nil && s == Placed:
 		// Accepted after all; its admission token stays spent.
-		b.recordAccepted(ctx, h.o.OrderID.String(), h.o.UserID)
+		rctx, cancel := context.WithTimeout(ctx, b.redisTimeout)
+		b.recordAccepted(rctx, h.o.OrderID.String(), h.o.UserID)
+		cancel()
 		b.log.Info("held order settled as placed", "order", h.o.OrderID)
 		return
 	}
