@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"net/netip"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 
@@ -28,7 +29,7 @@ func (a *API) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
 			i := bytes.LastIndexByte(xff, ',')
 			part := bytes.TrimSpace(xff[i+1:])
 			xff = xff[:max(i, 0)]
-			addr, err := netip.ParseAddr(string(part))
+			addr, err := parseAddr(part)
 			if err != nil {
 				return peer // a malformed chain is not believed
 			}
@@ -50,6 +51,15 @@ func (a *API) trusted(ip netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// parseAddr is netip.ParseAddr of b without copying b into a string first
+// (the copy was 2.5 % of the gateway's samples in a selling demo behind a
+// proxy). ParseAddr keeps no reference to its argument once it returns: a
+// zone is cloned into its unique handle, and the one error that quotes the
+// input is dropped by the caller, never kept.
+func parseAddr(b []byte) (netip.Addr, error) {
+	return netip.ParseAddr(unsafe.String(unsafe.SliceData(b), len(b)))
 }
 
 func addrOf(ip net.IP) netip.Addr {
