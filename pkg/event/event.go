@@ -4,9 +4,11 @@
 package event
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -58,16 +60,65 @@ var ErrInvalid = errors.New("event: invalid OrderPlaced")
 // the version.
 var ErrNewerVersion = fmt.Errorf("%w: schema version newer than this reader's", ErrInvalid)
 
-// Marshal encodes the event.
+// Marshal encodes the event, byte for byte as encoding/json would
+// (FuzzMarshalIsEncodingJSON). It writes the common event itself: the
+// gateway marshals one per accepted purchase, and encoding/json's
+// reflection was 4 % of its samples in a selling demo. An event whose user
+// id encoding/json would escape, or whose time is not in UTC, goes through
+// encoding/json.
 func (e OrderPlaced) Marshal() ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return nil, fmt.Errorf("encode OrderPlaced %s: %w", e.OrderID, err)
+	if !plainJSON(e.UserID) || e.PlacedAt.Location() != time.UTC || e.PlacedAt.Year() < 0 || e.PlacedAt.Year() > 9999 {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return nil, fmt.Errorf("encode OrderPlaced %s: %w", e.OrderID, err)
+		}
+		return b, nil
 	}
-	return b, nil
+	b := make([]byte, 0, 160+len(e.UserID))
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, int64(e.Version), 10)
+	b = append(b, `,"orderId":"`...)
+	b = appendUUID(b, e.OrderID)
+	b = append(b, `","saleId":`...)
+	b = strconv.AppendInt(b, e.SaleID, 10)
+	b = append(b, `,"itemId":`...)
+	b = strconv.AppendInt(b, e.ItemID, 10)
+	b = append(b, `,"userId":"`...)
+	b = append(b, e.UserID...)
+	b = append(b, `","placedAt":"`...)
+	b = e.PlacedAt.AppendFormat(b, time.RFC3339Nano)
+	return append(b, `"}`...), nil
+}
+
+// plainJSON reports whether encoding/json writes s as it is between its
+// quotes: printable ASCII with nothing it escapes.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
+// appendUUID appends u in its canonical form, as uuid.UUID.MarshalText
+// writes it.
+func appendUUID(b []byte, u uuid.UUID) []byte {
+	var text [36]byte
+	hex.Encode(text[0:8], u[0:4])
+	text[8] = '-'
+	hex.Encode(text[9:13], u[4:6])
+	text[13] = '-'
+	hex.Encode(text[14:18], u[6:8])
+	text[18] = '-'
+	hex.Encode(text[19:23], u[8:10])
+	text[23] = '-'
+	hex.Encode(text[24:], u[10:])
+	return append(b, text[:]...)
 }
 
 // Unmarshal decodes and validates an event from untrusted bytes.

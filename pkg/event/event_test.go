@@ -1,6 +1,7 @@
 package event
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"os"
@@ -121,4 +122,47 @@ func FuzzUnmarshal(f *testing.F) {
 			t.Fatalf("round trip changed the event: %+v vs %+v (%v)", again, e, err)
 		}
 	})
+}
+
+// FuzzMarshalIsEncodingJSON: Marshal writes every valid event byte for
+// byte as encoding/json does, so the wire format is the one
+// encoding/json's struct tags define.
+func FuzzMarshalIsEncodingJSON(f *testing.F) {
+	s := sample()
+	f.Add(s.OrderID[:], s.SaleID, s.ItemID, s.UserID, s.PlacedAt.UnixNano(), true)
+	for _, user := range []string{"a", `quote"`, `back\slash`, "<tag>&", "ünïcode", "\u2028", "\x7f", "user 42"} {
+		f.Add(s.OrderID[:], int64(1), int64(1<<62), user, int64(0), true)
+	}
+	f.Add(s.OrderID[:], int64(3), int64(4), "bob", int64(1_700_000_000_000_000_000), false)
+	f.Fuzz(func(t *testing.T, id []byte, sale, item int64, user string, nanos int64, utc bool) {
+		if len(id) != 16 {
+			return
+		}
+		at := time.Unix(0, nanos).UTC()
+		if !utc {
+			at = at.In(time.FixedZone("odd", 3*3600+1800))
+		}
+		e := OrderPlaced{Version: Version, OrderID: uuid.UUID(id), SaleID: sale, ItemID: item, UserID: user, PlacedAt: at}
+		got, err := e.Marshal()
+		if e.Validate() != nil {
+			if err == nil {
+				t.Fatalf("invalid event %+v marshalled", e)
+			}
+			return
+		}
+		want, wantErr := json.Marshal(e)
+		if (err == nil) != (wantErr == nil) || string(got) != string(want) {
+			t.Fatalf("Marshal %s, %v; encoding/json %s, %v", got, err, want, wantErr)
+		}
+	})
+}
+
+func BenchmarkMarshal(b *testing.B) {
+	e := sample()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.Marshal(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
