@@ -199,7 +199,7 @@ func Load(env pkgconfig.Env) (Config, error) {
 		KafkaBrokers:         s.String("FLASHSALE_KAFKA_BROKERS", "127.0.0.1:19092"),
 		OrdersTopic:          s.String("FLASHSALE_ORDERS_TOPIC", "flash-sale-orders"),
 		PublishTimeout:       s.Duration("FLASHSALE_PUBLISH_TIMEOUT", 3*time.Second),
-		PublishLinger:        s.Duration("FLASHSALE_PUBLISH_LINGER", 2*time.Millisecond),
+		PublishLinger:        s.Duration("FLASHSALE_PUBLISH_LINGER", 5*time.Millisecond),
 		PublishFailFastAfter: s.Int("FLASHSALE_PUBLISH_FAIL_FAST_AFTER", 5),
 		PublishFailFastFor:   s.Duration("FLASHSALE_PUBLISH_FAIL_FAST_FOR", time.Second),
 		PublishSpread:        s.Bool("FLASHSALE_PUBLISH_SPREAD", true),
