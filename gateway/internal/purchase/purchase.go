@@ -126,7 +126,8 @@ func NewBuyer(redis rueidis.Client, st *stock.Store, pub Publisher, settler Sett
 	redisTimeout time.Duration, log *slog.Logger) *Buyer {
 	return &Buyer{
 		stock: st, redis: redis, pub: pub, settler: settler, holding: finder,
-		redisTimeout: redisTimeout, redisCalls: deadline.New(redisTimeout, redisTimeout/100), trustAcksWithin: DefaultInFlightWindow / 2, log: log, now: time.Now,
+		redisTimeout: redisTimeout, redisCalls: deadline.New(redisTimeout, redisTimeout/100),
+		trustAcksWithin: DefaultInFlightWindow / 2, log: log, now: time.Now,
 		retries: make(chan release, retryQueue), unsettled: make(chan heldOrder, settleQueue),
 		reserveFailed: rate.Sometimes{Interval: time.Second},
 	}
