@@ -4,6 +4,7 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -43,6 +44,9 @@ func NewVerifier(hmacKey []byte, edKey ed25519.PublicKey, issuer, audience strin
 	if len(edKey) > 0 && len(edKey) != ed25519.PublicKeySize {
 		return nil, fmt.Errorf("auth: Ed25519 public key of %d bytes, want %d", len(edKey), ed25519.PublicKeySize)
 	}
+	// One copy of the key for both paths: a caller that reused its slice
+	// must not leave them verifying with different keys.
+	hmacKey = bytes.Clone(hmacKey)
 	var methods []string
 	if len(hmacKey) > 0 {
 		methods = append(methods, jwt.SigningMethodHS256.Alg())
@@ -50,6 +54,8 @@ func NewVerifier(hmacKey []byte, edKey ed25519.PublicKey, issuer, audience strin
 	if len(edKey) > 0 {
 		methods = append(methods, jwt.SigningMethodEdDSA.Alg())
 	}
+	// The HS256 fast path (hs256.go) reads tokens as the parser does with
+	// these options; a decoding option added here must be added there.
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(methods), // refuses "none" and algorithm confusion
 		jwt.WithExpirationRequired(),

@@ -18,7 +18,11 @@ import (
 // signHS256 signs claims (any bytes) under header with key, as an HS256
 // token: what a client holding the key could send.
 func signHS256(header, claims string) string {
-	payload := header + base64.RawURLEncoding.EncodeToString([]byte(claims))
+	return signed(header + base64.RawURLEncoding.EncodeToString([]byte(claims)))
+}
+
+// signed appends to a token's first two segments their HS256 signature.
+func signed(payload string) string {
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(payload))
 	return payload + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
@@ -118,25 +122,39 @@ func FuzzHS256AgreesWithTheParser(f *testing.F) {
 			f.Add(c, mutation)
 		}
 	}
-	fast := mustVerifier(f, nil)
-	parser := mustVerifier(f, nil)
-	parser.hs256 = nil
+	// Both with the audience optional (as configured by default) and
+	// required.
+	var pairs [2][2]*Verifier
+	for i, aud := range []string{"", "flashsale"} {
+		for j := range 2 {
+			v, err := NewVerifier(key, nil, "flashsale", aud)
+			if err != nil {
+				f.Fatal(err)
+			}
+			pairs[i][j] = v
+		}
+		pairs[i][1].hs256 = nil
+	}
 	f.Fuzz(func(t *testing.T, claims string, mutation uint8) {
 		token := signHS256(hs256Header, claims)
 		switch mutation % 4 {
-		case 1: // another signature
-			token = token[:len(token)-1] + "A"
-		case 2: // padding in the claims segment
-			token = signHS256(hs256Header, claims)
-			dot := len(hs256Header) + base64.RawURLEncoding.EncodedLen(len(claims))
-			token = token[:dot] + "=" + token[dot:]
+		case 1: // another signature: one of its leading characters changed
+			i, c := len(token)-hs256SigLen, "A"
+			if token[i] == 'A' {
+				c = "B"
+			}
+			token = token[:i] + c + token[i+1:]
+		case 2: // padding in the claims segment, signed with it
+			token = signed(hs256Header + base64.RawURLEncoding.EncodeToString([]byte(claims)) + "=")
 		case 3: // any string at all
 			token = claims
 		}
-		gotSub, gotErr := fast.UserID(token)
-		wantSub, wantErr := parser.UserID(token)
-		if gotSub != wantSub || (gotErr == nil) != (wantErr == nil) {
-			t.Fatalf("token %q: fast path %q, %v; parser %q, %v", token, gotSub, gotErr, wantSub, wantErr)
+		for _, p := range pairs {
+			gotSub, gotErr := p[0].UserID(token)
+			wantSub, wantErr := p[1].UserID(token)
+			if gotSub != wantSub || (gotErr == nil) != (wantErr == nil) {
+				t.Fatalf("token %q: fast path %q, %v; parser %q, %v", token, gotSub, gotErr, wantSub, wantErr)
+			}
 		}
 	})
 }

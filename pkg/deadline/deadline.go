@@ -30,7 +30,7 @@ type Shared struct {
 type shared struct {
 	parent context.Context
 	ctx    context.Context
-	cancel context.CancelFunc // never called before the deadline, which releases it
+	cancel context.CancelFunc // kept, never called: the deadline releases the context
 	from   time.Time
 }
 
@@ -40,13 +40,12 @@ func New(timeout, slack time.Duration) *Shared {
 	return &Shared{timeout: timeout, slack: slack}
 }
 
-// Timeout is the timeout New was given.
-func (s *Shared) Timeout() time.Duration { return s.timeout }
-
 // At returns a context of parent that ends about s's timeout after now
 // (the caller's reading of the clock as its call begins). Calls of one
 // parent share it; a call of another parent gets one of its own, which
-// the calls of that parent then share. Callers must not cancel it.
+// the calls of that parent then share. Parents are compared with ==, so
+// their dynamic types must be comparable (every context of package
+// context is). Callers must not cancel the context.
 func (s *Shared) At(parent context.Context, now time.Time) context.Context {
 	cur := s.cur.Load()
 	if cur != nil && cur.parent == parent {

@@ -64,8 +64,8 @@ var ErrNewerVersion = fmt.Errorf("%w: schema version newer than this reader's", 
 // (FuzzMarshalIsEncodingJSON). It writes the common event itself: the
 // gateway marshals one per accepted purchase, and encoding/json's
 // reflection was 4 % of its samples in a selling demo. An event whose user
-// id encoding/json would escape, or whose time is not in UTC, goes through
-// encoding/json.
+// id is not plain printable ASCII (see plainJSON), or whose time is not in
+// UTC or not in years 0 to 9999, goes through encoding/json.
 func (e OrderPlaced) Marshal() ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
@@ -93,8 +93,10 @@ func (e OrderPlaced) Marshal() ([]byte, error) {
 	return append(b, `"}`...), nil
 }
 
-// plainJSON reports whether encoding/json writes s as it is between its
-// quotes: printable ASCII with nothing it escapes.
+// plainJSON reports whether s is printable ASCII that encoding/json writes
+// as it is between its quotes: none of the characters it escapes. (It
+// also writes some other strings unescaped, DEL and non-ASCII UTF-8 among
+// them; those go through encoding/json too.)
 func plainJSON(s string) bool {
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {

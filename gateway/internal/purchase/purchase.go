@@ -216,8 +216,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		return Receipt{}, fmt.Errorf("%w: encode order: %v", ErrUnavailable, err)
 	}
 	pubErr := b.pub.Publish(itemID, payload)
-	acked := b.now()
-	if age := acked.Sub(began); pubErr == nil && age > b.trustAcksWithin {
+	if age := b.now().Sub(began); pubErr == nil && age > b.trustAcksWithin {
 		pubErr = fmt.Errorf("%w: %s after the purchase began", errLateAck, age.Round(time.Millisecond))
 	}
 	v, err := decide(pubErr, func() (Settlement, error) {
@@ -242,8 +241,10 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 		}
 		return Receipt{OrderID: orderID}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	// The order is accepted now, whatever follows.
-	b.recordAccepted(b.redisCalls.At(ctx, acked), oid, userID)
+	// The order is accepted now, whatever follows. (A settlement may have
+	// taken seconds since the acknowledgement: the record's bound starts
+	// now.)
+	b.recordAccepted(b.redisCalls.At(ctx, b.now()), oid, userID)
 	return Receipt{OrderID: orderID, Status: holding.Pending}, nil
 }
 
