@@ -34,8 +34,8 @@ type shared struct {
 	from   time.Time
 }
 
-// New returns a Shared for contexts ending timeout after their call, less
-// at most slack.
+// New returns a Shared for contexts ending timeout after their call, to
+// within slack.
 func New(timeout, slack time.Duration) *Shared {
 	return &Shared{timeout: timeout, slack: slack}
 }
