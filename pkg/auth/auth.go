@@ -8,6 +8,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -30,6 +31,8 @@ type Verifier struct {
 	// hs256 verifies the common HS256 tokens without the parser's generic
 	// decoding (see hs256.go); nil without an HMAC key.
 	hs256 *hs256Verifier
+	// byFastPath and byParser count the tokens each path decided.
+	byFastPath, byParser atomic.Uint64
 }
 
 // NewVerifier builds a verifier. At least one key is needed; the HMAC key
@@ -81,7 +84,10 @@ func (v *Verifier) UserID(token string) (string, error) {
 	}
 	var claims jwt.RegisteredClaims
 	handled, err := v.hs256.verify(token, &claims)
-	if !handled {
+	if handled {
+		v.byFastPath.Add(1)
+	} else {
+		v.byParser.Add(1)
 		_, err = v.parser.ParseWithClaims(token, &claims, v.key)
 	}
 	if err != nil {

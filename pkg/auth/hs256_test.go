@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // signHS256 signs claims (any bytes) under header with key, as an HS256
@@ -157,4 +158,25 @@ func FuzzHS256AgreesWithTheParser(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTokensAreCountedByPath: the collector tells an operator which path
+// the shoppers' tokens take.
+func TestTokensAreCountedByPath(t *testing.T) {
+	edPub, edPriv, _ := ed25519.GenerateKey(rand.Reader)
+	v := mustVerifier(t, edPub)
+	minted, _ := MintHS256(key, "alice", "flashsale", "", time.Hour, time.Now())
+	claims := jwt.MapClaims{"sub": "alice", "iss": "flashsale", "exp": time.Now().Add(time.Hour).Unix()}
+	for _, tok := range []string{minted, minted, sign(t, jwt.SigningMethodEdDSA, edPriv, claims), "not.a.token"} {
+		_, _ = v.UserID(tok)
+	}
+	want := `
+# HELP test_tokens_verified_total Bearer tokens verified, accepted or refused, by path: fast for HS256 tokens in the shape minted here, parser for the rest (golang-jwt's full decoding).
+# TYPE test_tokens_verified_total counter
+test_tokens_verified_total{path="fast"} 2
+test_tokens_verified_total{path="parser"} 2
+`
+	if err := testutil.CollectAndCompare(v.Collector("test"), strings.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
 }

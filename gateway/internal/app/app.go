@@ -197,7 +197,8 @@ func (g *Gateway) buildAPI(ctx context.Context, verifier *auth.Verifier) error {
 		BaseCtx:    context.WithoutCancel(ctx),
 		Now:        time.Now,
 	}
-	return register(reg, g.api.Collector(), g.producer, buyer, g.redisReady.Collector(httpapi.Namespace))
+	return register(reg, g.api.Collector(), g.producer, buyer, g.redisReady.Collector(httpapi.Namespace),
+		verifier.Collector(httpapi.Namespace))
 }
 
 // newBuyer builds the purchase path and the finder of a user's held order
