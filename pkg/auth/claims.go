@@ -22,8 +22,8 @@ const (
 // claim as a float64).
 const maxPlainDigits = 15
 
-// decodeClaims reads the claims of a token in the shape tokens are minted
-// in (MintHS256, and most identity providers): one JSON object, no
+// decodeClaims reads the claims of a token in the shape MintHS256 mints
+// them (golang-jwt's encoding of RegisteredClaims): one JSON object, no
 // whitespace, the registered claims only, each at most once, strings of
 // printable ASCII without escapes, times as plain integers, the audience a
 // string or an array of such strings. It fills c and reports true only for
