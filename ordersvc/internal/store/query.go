@@ -9,10 +9,15 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// collect runs one query in tx and scans every row with scan; what names
+// querier is what collect reads through: the pool, or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// collect runs one query on q and scans every row with scan; what names
 // the read in the error, for the query and the scan alike.
-func collect[T any](ctx context.Context, tx pgx.Tx, what string, scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
-	rows, err := tx.Query(ctx, sql, args...)
+func collect[T any](ctx context.Context, q querier, what string, scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}

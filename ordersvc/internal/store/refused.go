@@ -49,16 +49,8 @@ func (s *Store) RecordRefusedPayment(ctx context.Context, ref string, orderID uu
 // RefusedPayments lists refused confirmations, oldest first, at most
 // limit: the unsettled ones, or every one with all.
 func (s *Store) RefusedPayments(ctx context.Context, all bool, limit int) ([]RefusedPayment, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+refusedColumns+` FROM payment_refused
+	return collect(ctx, s.pool, "list refused payments", pgx.RowToStructByPos[RefusedPayment], `SELECT `+refusedColumns+` FROM payment_refused
 		WHERE $1 OR settled_at IS NULL ORDER BY refused_at, payment_ref, order_id LIMIT $2`, all, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list refused payments: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[RefusedPayment])
-	if err != nil {
-		return nil, fmt.Errorf("list refused payments: %w", err)
-	}
-	return out, nil
 }
 
 // SettleRefusedPayment settles the refused confirmation of order id under

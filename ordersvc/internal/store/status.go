@@ -73,15 +73,8 @@ func (s *Store) OrdersByStatus(ctx context.Context, saleID int64) ([]ItemStatusC
 // OpenSales lists the sales open at now: started and not ended, newest
 // first (the ones an operator is watching, checked first).
 func (s *Store) OpenSales(ctx context.Context, now time.Time) ([]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id FROM flash_sale WHERE starts_at <= $1 AND ends_at > $1 ORDER BY id DESC`, now)
-	if err != nil {
-		return nil, fmt.Errorf("list open sales: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("list open sales: %w", err)
-	}
-	return ids, nil
+	return collect(ctx, s.pool, "list open sales", pgx.RowTo[int64],
+		`SELECT id FROM flash_sale WHERE starts_at <= $1 AND ends_at > $1 ORDER BY id DESC`, now)
 }
 
 // ClockSkew is how far now is ahead of PostgreSQL's clock
@@ -104,15 +97,7 @@ func (s *Store) ClockSkew(ctx context.Context, now func() time.Time) (skew, with
 // SalesNotEnded lists the sales whose end is after now: open, or yet to
 // open.
 func (s *Store) SalesNotEnded(ctx context.Context, now time.Time) ([]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id FROM flash_sale WHERE ends_at > $1`, now)
-	if err != nil {
-		return nil, fmt.Errorf("list sales not ended: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("list sales not ended: %w", err)
-	}
-	return ids, nil
+	return collect(ctx, s.pool, "list sales not ended", pgx.RowTo[int64], `SELECT id FROM flash_sale WHERE ends_at > $1`, now)
 }
 
 // HotCopyExpiry is when a sale's copy in Redis may go, and its items.
