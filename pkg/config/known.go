@@ -118,6 +118,7 @@ var known = map[string]variable{
 	"FLASHSALE_LAG_INTERVAL":                  {readers: Ordersvc},
 	"FLASHSALE_INFLIGHT_WINDOW":               {readers: Ordersvc | Gateway},
 	"FLASHSALE_ABANDON_INTERVAL":              {readers: Ordersvc},
+	"FLASHSALE_ABANDON_READ_RATE":             {readers: Ordersvc},
 	"FLASHSALE_HOT_COPY_RETENTION":            {readers: Ordersvc},
 	"FLASHSALE_PAYMENT_WEBHOOK_SECRET":        {readers: Ordersvc, secret: true},
 	"FLASHSALE_PUBLIC_PAY":                    {readers: Ordersvc},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 
 	"flashsale/pkg/lua"
 )
@@ -570,6 +571,29 @@ const HoldersPage = 1000
 // while old and recheck each before writing (the release script checks
 // the holder's order id), as they must with any read followed by a write.
 func (s *Store) Holders(ctx context.Context, saleID int64) (map[string]string, error) {
+	return s.HoldersPaced(ctx, saleID, nil)
+}
+
+// Pacer spaces out reads: WaitN returns once n more items may be read, or
+// with ctx's error. A *rate.Limiter is one.
+type Pacer interface {
+	WaitN(ctx context.Context, n int) error
+}
+
+// PaceHolders is a Pacer for HoldersPaced that lets perSecond holders be
+// read a second, a page at a time; nil (no pacing) when perSecond is 0.
+func PaceHolders(perSecond int) Pacer {
+	if perSecond <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(perSecond), HoldersPage)
+}
+
+// HoldersPaced is Holders with each page waiting for pace first (nil: no
+// wait), for a background reader that must not take Redis, and the CPU
+// the purchases share, in a burst: a fresh order service's first
+// abandoned-reservation pass reads every open sale's holders at once.
+func (s *Store) HoldersPaced(ctx context.Context, saleID int64, pace Pacer) (map[string]string, error) {
 	l, err := s.layout(saleID)
 	if err != nil {
 		return nil, err
@@ -578,6 +602,11 @@ func (s *Store) Holders(ctx context.Context, saleID int64) (map[string]string, e
 	for k := range l.shards {
 		key := holdersOf(l.tag(k))
 		for cursor := uint64(0); ; {
+			if pace != nil {
+				if err := pace.WaitN(ctx, HoldersPage); err != nil {
+					return nil, fmt.Errorf("read holders of sale %d: %w", saleID, err)
+				}
+			}
 			page, err := s.client.Do(ctx, s.client.B().Hscan().Key(key).Cursor(cursor).Count(HoldersPage).Build()).AsScanEntry()
 			if err != nil {
 				return nil, fmt.Errorf("read holders of sale %d: %w", saleID, err)

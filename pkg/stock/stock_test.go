@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
+	"golang.org/x/time/rate"
 
 	"flashsale/pkg/stock"
 	"flashsale/tools/testenv"
@@ -456,5 +458,51 @@ func TestHoldersReadsEveryPage(t *testing.T) {
 	}
 	if count, err := st.HolderCount(ctx, sale); err != nil || count != int64(n) {
 		t.Fatalf("HolderCount = %d, %v; want %d", count, err, n)
+	}
+
+	// Paced, the same holders, with a wait of a page before every page.
+	pace := &recordingPacer{}
+	paced, err := st.HoldersPaced(ctx, sale, pace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(paced, got) {
+		t.Fatalf("paced read: %d holders, not the %d of the unpaced one", len(paced), len(got))
+	}
+	if min := (n + stock.HoldersPage - 1) / stock.HoldersPage; len(pace.waits) < min {
+		t.Fatalf("%d waits for %d holders, want one a page (at least %d)", len(pace.waits), n, min)
+	}
+	for _, w := range pace.waits {
+		if w != stock.HoldersPage {
+			t.Fatalf("waits %v, want %d each", pace.waits, stock.HoldersPage)
+		}
+	}
+	// A pace that refuses (its context ending) ends the read, before any page.
+	stop := errors.New("pace refused")
+	if _, err := st.HoldersPaced(ctx, sale, refusingPacer{stop}); !errors.Is(err, stop) {
+		t.Fatalf("read with a refusing pace: %v, want %v", err, stop)
+	}
+}
+
+// recordingPacer lets every read through at once and records each wait.
+type recordingPacer struct{ waits []int }
+
+func (p *recordingPacer) WaitN(_ context.Context, n int) error {
+	p.waits = append(p.waits, n)
+	return nil
+}
+
+type refusingPacer struct{ err error }
+
+func (p refusingPacer) WaitN(context.Context, int) error { return p.err }
+
+// PaceHolders is a page of burst at the rate asked, or no pacing at all.
+func TestPaceHolders(t *testing.T) {
+	if p := stock.PaceHolders(0); p != nil {
+		t.Fatalf("PaceHolders(0) = %v, want nil (unpaced)", p)
+	}
+	l, ok := stock.PaceHolders(20_000).(*rate.Limiter)
+	if !ok || l.Limit() != 20_000 || l.Burst() != stock.HoldersPage {
+		t.Fatalf("PaceHolders(20000) = %#v, want a limiter of 20000/s with a burst of a page", l)
 	}
 }

@@ -176,7 +176,7 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 		redis:   redis,
 		sales: sale.NewService(st, stk, sale.WithAcceptedRecords(c.rc), sale.WithCatchUp(c.lag, cfg.CatchUpTimeout),
 			sale.WithLagTracker(tracker), sale.WithMetrics(m), sale.WithInFlightWindow(cfg.InFlightWindow),
-			sale.WithReleases(rl.Drain)),
+			sale.WithReleases(rl.Drain), sale.WithHolderReadRate(cfg.AbandonReadRate)),
 	}
 	svc.health = api.NewHealth(st, m, map[string]api.ReadyChecker{"kafka-consumer": cons, "redis": svc.redis})
 	// Requests in flight at shutdown finish (their own timeouts bound them,

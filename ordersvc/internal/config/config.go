@@ -78,6 +78,9 @@ type Config struct {
 	// released (their units back on sale); 0 = off.
 	// FLASHSALE_ABANDON_INTERVAL
 	AbandonInterval time.Duration
+	// AbandonReadRate: holders a second that pass reads from Redis, a
+	// page of 1,000 at a time (0 = unpaced). FLASHSALE_ABANDON_READ_RATE
+	AbandonReadRate int
 	// HotCopyRetention: how long a sale's copy in Redis is kept after its
 	// end, payment window and in-flight window; then its keys expire.
 	// FLASHSALE_HOT_COPY_RETENTION
@@ -143,6 +146,7 @@ func Load(env pkgconfig.Env, mode Mode) (Config, error) {
 		LagInterval:       src.Duration("FLASHSALE_LAG_INTERVAL", 2*time.Second),
 		InFlightWindow:    src.Duration("FLASHSALE_INFLIGHT_WINDOW", 30*time.Second),
 		AbandonInterval:   src.Duration("FLASHSALE_ABANDON_INTERVAL", 5*time.Second),
+		AbandonReadRate:   src.Int("FLASHSALE_ABANDON_READ_RATE", 20000),
 		HotCopyRetention:  src.Duration("FLASHSALE_HOT_COPY_RETENTION", 7*24*time.Hour),
 
 		PaymentWebhookSecret: src.Secret("FLASHSALE_PAYMENT_WEBHOOK_SECRET"),
@@ -289,6 +293,11 @@ func (c Config) checkIntervals(p *problems) {
 	}
 	if c.AbandonInterval < 0 || (c.AbandonInterval > 0 && c.AbandonInterval < 100*time.Millisecond) {
 		p.add("FLASHSALE_ABANDON_INTERVAL", "want 0 (off) or >= 100ms, got %s", c.AbandonInterval)
+	}
+	if c.AbandonReadRate != 0 && (c.AbandonReadRate < 1000 || c.AbandonReadRate > 10_000_000) {
+		// Below a page a second, one big sale's pass outlasts any sensible
+		// interval; above ten million it is not pacing anything.
+		p.add("FLASHSALE_ABANDON_READ_RATE", "want 0 (unpaced) or 1000..10000000 holders a second, got %d", c.AbandonReadRate)
 	}
 	if c.HotCopyRetention < time.Hour {
 		// Past its payment and in-flight windows a sale can still see a

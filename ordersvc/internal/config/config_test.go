@@ -31,7 +31,7 @@ func TestLoad(t *testing.T) {
 				c.AdminAddr != "127.0.0.1:8091" || c.ShutdownTimeout != 15*time.Second || c.RelayInterval != 500*time.Millisecond ||
 				c.ExpiryInterval != time.Second || c.ExpiryBatch != 500 || len(c.PaymentWebhookSecret) != 0 ||
 				c.CatchUpTimeout != 30*time.Second || c.ReconcileInterval != 0 || c.LagInterval != 2*time.Second ||
-				c.InFlightWindow != 30*time.Second || c.AbandonInterval != 5*time.Second {
+				c.InFlightWindow != 30*time.Second || c.AbandonInterval != 5*time.Second || c.AbandonReadRate != 20000 {
 				t.Errorf("defaults: %+v", c)
 			}
 		}},
@@ -49,16 +49,23 @@ func TestLoad(t *testing.T) {
 			"FLASHSALE_PG_DSN": "mysql://x", "FLASHSALE_DLQ_TOPIC": "flash-sale-orders", "FLASHSALE_LOG_LEVEL": "loud",
 			"FLASHSALE_EXPIRY_INTERVAL": "0s", "FLASHSALE_EXPIRY_BATCH": "0",
 			"FLASHSALE_RECONCILE_CATCHUP_TIMEOUT": "-1s", "FLASHSALE_RECONCILE_INTERVAL": "10ms", "FLASHSALE_LAG_INTERVAL": "0s",
-			"FLASHSALE_INFLIGHT_WINDOW": "500ms", "FLASHSALE_ABANDON_INTERVAL": "10ms", "FLASHSALE_HOT_COPY_RETENTION": "59m"},
+			"FLASHSALE_INFLIGHT_WINDOW": "500ms", "FLASHSALE_ABANDON_INTERVAL": "10ms", "FLASHSALE_ABANDON_READ_RATE": "999", "FLASHSALE_HOT_COPY_RETENTION": "59m"},
 			wantErr: []string{"FLASHSALE_BATCH_SIZE", "FLASHSALE_BATCH_WAIT", "FLASHSALE_FETCH_WAIT", "FLASHSALE_REDIS_ADDR", "FLASHSALE_PG_DSN", "FLASHSALE_DLQ_TOPIC", "FLASHSALE_LOG_LEVEL",
 				"FLASHSALE_EXPIRY_INTERVAL", "FLASHSALE_EXPIRY_BATCH",
 				"FLASHSALE_RECONCILE_CATCHUP_TIMEOUT", "FLASHSALE_RECONCILE_INTERVAL", "FLASHSALE_LAG_INTERVAL",
-				"FLASHSALE_INFLIGHT_WINDOW", "FLASHSALE_ABANDON_INTERVAL", "FLASHSALE_HOT_COPY_RETENTION"}},
+				"FLASHSALE_INFLIGHT_WINDOW", "FLASHSALE_ABANDON_INTERVAL", "FLASHSALE_ABANDON_READ_RATE", "FLASHSALE_HOT_COPY_RETENTION"}},
 		// The abandoned-reservation pass can be turned off.
 		{name: "abandon pass off", mode: config.Tool, env: map[string]string{"FLASHSALE_ABANDON_INTERVAL": "0"},
 			check: func(t *testing.T, c config.Config) {
 				if c.AbandonInterval != 0 {
 					t.Errorf("abandon interval %v, want 0 (off)", c.AbandonInterval)
+				}
+			}},
+		// Its reads can be left unpaced.
+		{name: "abandon pass unpaced", mode: config.Tool, env: map[string]string{"FLASHSALE_ABANDON_READ_RATE": "0"},
+			check: func(t *testing.T, c config.Config) {
+				if c.AbandonReadRate != 0 {
+					t.Errorf("abandon read rate %d, want 0 (unpaced)", c.AbandonReadRate)
 				}
 			}},
 		{name: "short webhook secret", mode: config.Serve, env: merge(secrets, map[string]string{"FLASHSALE_PAYMENT_WEBHOOK_SECRET": "short"}),

@@ -13,6 +13,7 @@ import (
 
 	"flashsale/ordersvc/internal/store"
 	"flashsale/pkg/event"
+	"flashsale/pkg/stock"
 )
 
 // Abandonment is what one pass of ReleaseAbandoned did in a sale.
@@ -49,16 +50,23 @@ type Abandonment struct {
 // pass, so the sale is read again before the reservation's order id is
 // older than the window, and a dead gateway's unit comes back no later
 // than it did when every pass read every holder.
+//
+// The holders are read at the pace WithHolderReadRate sets, and the pass's
+// bound (abandonTimeout) starts once they are read.
 func (s *Service) ReleaseAbandoned(ctx context.Context, saleID int64) (Abandonment, error) {
 	now := time.Now()
-	n, err := s.stock.HolderCount(ctx, saleID)
+	cctx, cancel := context.WithTimeout(ctx, abandonCountTimeout)
+	n, err := s.stock.HolderCount(cctx, saleID)
+	cancel()
 	if err != nil {
 		return Abandonment{SaleID: saleID}, err
 	}
 	if s.settled.unchanged(saleID, n, now, s.window) {
 		return Abandonment{SaleID: saleID}, nil
 	}
-	holders, err := s.stock.Holders(ctx, saleID)
+	ctx, cancel = context.WithTimeout(ctx, s.readTime(n)+s.abandonTimeout())
+	defer cancel()
+	holders, err := s.stock.HoldersPaced(ctx, saleID, s.pace)
 	if err != nil {
 		return Abandonment{SaleID: saleID}, err
 	}
@@ -198,9 +206,22 @@ func (s *Service) unexplained(ctx context.Context, saleID int64, hs []overdueHol
 	return out, nil
 }
 
-// abandonTimeout bounds one sale's pass in WatchAbandoned; the consumer
-// catch-up wait is inside it.
+// abandonTimeout bounds one sale's pass once its holders are read; the
+// consumer catch-up wait is inside it.
 func (s *Service) abandonTimeout() time.Duration { return 30*time.Second + s.CatchUpTimeout() }
+
+// abandonCountTimeout bounds the holder count that starts a sale's pass.
+const abandonCountTimeout = 5 * time.Second
+
+// readTime is how long reading n holders may take at the pace set by
+// WithHolderReadRate, with a page to spare for each shard a sale may have.
+func (s *Service) readTime(n int64) time.Duration {
+	if s.readRate <= 0 {
+		return 0
+	}
+	pages := n/stock.HoldersPage + stock.MaxShards
+	return time.Duration(pages) * time.Duration(stock.HoldersPage) * time.Second / time.Duration(s.readRate)
+}
 
 // WatchAbandoned runs ReleaseAbandoned over every open sale every interval
 // until ctx ends, logging one line per sale where it released something.
@@ -216,9 +237,7 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 		s.settled.keep(ids)
 		var unattributed int
 		for _, id := range ids {
-			actx, cancel := context.WithTimeout(ctx, s.abandonTimeout())
-			res, err := s.ReleaseAbandoned(actx, id)
-			cancel()
+			res, err := s.ReleaseAbandoned(ctx, id)
 			if ctx.Err() != nil {
 				return
 			}

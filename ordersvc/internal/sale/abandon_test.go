@@ -109,9 +109,14 @@ func TestReleaseAbandoned(t *testing.T) {
 
 	rl := relay.New(st, stk, quietLog, metrics.New())
 	svc := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithInFlightWindow(window), sale.WithReleases(rl.Drain))
+	var pages countingPacer
+	sale.SetHolderPacer(svc, &pages)
 	got, err := svc.ReleaseAbandoned(ctx, sl.ID)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if pages.waits == 0 {
+		t.Error("the pass read holders without waiting for its pacer")
 	}
 	if got.Released != 2 || got.Unattributed != 1 {
 		t.Fatalf("released %d, unattributed %d; want 2 and 1", got.Released, got.Unattributed)
@@ -342,5 +347,27 @@ func TestWriteOffWhoseCommitFails(t *testing.T) {
 	}
 	if holders, err := stk.Holders(ctx, sl.ID); err != nil || len(holders) != 0 {
 		t.Errorf("holders after the write-off: %v (%v), want none", holders, err)
+	}
+}
+
+// countingPacer lets every read through at once and counts the waits.
+type countingPacer struct{ waits, items int }
+
+func (p *countingPacer) WaitN(_ context.Context, n int) error {
+	p.waits++
+	p.items += n
+	return nil
+}
+
+// The pass's bound grows by the time its pace allows for reading a sale's
+// holders, a page spare for each shard a sale may have; unpaced, nothing.
+func TestReadTimeFollowsThePace(t *testing.T) {
+	paced := sale.NewService(nil, nil, sale.WithHolderReadRate(20_000))
+	// (10,000 / 1,000 + 64 pages) at 20 pages a second.
+	if got, want := sale.ReadTime(paced, 10_000), 3700*time.Millisecond; got != want {
+		t.Errorf("read time of 10,000 holders at 20,000/s = %s, want %s", got, want)
+	}
+	if got := sale.ReadTime(sale.NewService(nil, nil), 1_000_000); got != 0 {
+		t.Errorf("read time unpaced = %s, want 0", got)
 	}
 }

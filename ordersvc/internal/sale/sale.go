@@ -148,7 +148,12 @@ type Service struct {
 	// repair's decision and its write.
 	beforeWrite func()
 
-	verdicts  verdicts
+	verdicts verdicts
+	// readRate and pace: holders a second the abandoned-reservation pass
+	// reads (WithHolderReadRate); 0 and nil: no pacing.
+	readRate int
+	pace     stock.Pacer
+
 	persisted persisted // holders known to have an order row (abandon.go)
 	settled   settled   // sales whose last abandon pass found every holder with a row
 }
