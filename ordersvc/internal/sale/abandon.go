@@ -105,6 +105,9 @@ func (s *Service) releaseAbandoned(ctx context.Context, saleID int64, holders ma
 			return res, err
 		}
 	}
+	// In user order, so that two order services writing off the same
+	// reservations take their rows' locks in one order.
+	sort.Slice(cands, func(i, j int) bool { return cands[i].user < cands[j].user })
 	byUser := make(map[string]string, len(cands))
 	for _, c := range cands {
 		byUser[c.user] = c.order
@@ -144,8 +147,7 @@ type overdueHolder struct {
 }
 
 // overdue lists the holders whose order id is older than the in-flight
-// window, in a stable order, leaving out those an earlier pass found with
-// a row.
+// window, leaving out those an earlier pass found with a row.
 func (s *Service) overdue(saleID int64, holders map[string]string, now time.Time) []overdueHolder {
 	var out []overdueHolder
 	for user, order := range holders {
@@ -162,7 +164,6 @@ func (s *Service) overdue(saleID int64, holders map[string]string, now time.Time
 		}
 		out = append(out, overdueHolder{holder{user, order}, id, placed})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].user < out[j].user })
 	return out
 }
 
