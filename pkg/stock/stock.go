@@ -574,19 +574,48 @@ func (s *Store) Holders(ctx context.Context, saleID int64) (map[string]string, e
 	return s.HoldersPaced(ctx, saleID, nil)
 }
 
-// Pacer spaces out reads: WaitN returns once n more items may be read, or
-// with ctx's error. A *rate.Limiter is one.
+// Pacer spaces out reads: a reader calls WaitN before it reads n more
+// items, and it returns when they may be read, or with ctx's error. A
+// *rate.Limiter is one; PaceHolders' lets a burst through and waits after.
 type Pacer interface {
 	WaitN(ctx context.Context, n int) error
 }
 
+// PaceBurst is how many pages of holders a pace from PaceHolders lets be
+// read back to back before it waits. Spread a page at a time, every HSCAN
+// found Redis and the reader cold: a first pass over 80,000 holders cost
+// Redis 362 µs a page instead of 230, and the order service 1.5 times the
+// CPU, for the same calls.
+const PaceBurst = 10
+
 // PaceHolders is a Pacer for HoldersPaced that lets perSecond holders be
-// read a second, a page at a time; nil (no pacing) when perSecond is 0.
+// read a second on average, PaceBurst pages at a time; nil (no pacing)
+// when perSecond is 0. One pace serves one reader at a time.
 func PaceHolders(perSecond int) Pacer {
 	if perSecond <= 0 {
 		return nil
 	}
-	return rate.NewLimiter(rate.Limit(perSecond), HoldersPage)
+	return &burstPace{lim: rate.NewLimiter(rate.Limit(perSecond), PaceBurst*HoldersPage)}
+}
+
+// burstPace lets reads through until they add up to a burst, then waits
+// for the limiter to allow the whole burst.
+type burstPace struct {
+	lim interface {
+		WaitN(ctx context.Context, n int) error
+		Burst() int
+	}
+	owed int // read since the last wait
+}
+
+func (p *burstPace) WaitN(ctx context.Context, n int) error {
+	p.owed += n
+	if p.owed < p.lim.Burst() {
+		return nil
+	}
+	owed := min(p.owed, p.lim.Burst())
+	p.owed = 0
+	return p.lim.WaitN(ctx, owed)
 }
 
 // HoldersPaced is Holders with each page waiting for pace first (nil: no

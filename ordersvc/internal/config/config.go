@@ -78,8 +78,9 @@ type Config struct {
 	// released (their units back on sale); 0 = off.
 	// FLASHSALE_ABANDON_INTERVAL
 	AbandonInterval time.Duration
-	// AbandonReadRate: holders a second that pass reads from Redis, a
-	// page of 1,000 at a time (0 = unpaced). FLASHSALE_ABANDON_READ_RATE
+	// AbandonReadRate: holders a second that pass reads from Redis on
+	// average, ten pages of 1,000 at a time (0 = unpaced).
+	// FLASHSALE_ABANDON_READ_RATE
 	AbandonReadRate int
 	// HotCopyRetention: how long a sale's copy in Redis is kept after its
 	// end, payment window and in-flight window; then its keys expire.
