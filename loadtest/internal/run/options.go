@@ -69,6 +69,9 @@ func Defaults() Options {
 		AdmissionRate: 5000,
 		Timeout:       10 * time.Second, OpenIn: 3 * time.Second, QuietWait: time.Minute, PersistTimeout: 60 * time.Second, PollSample: 1000,
 		OutDir: "loadtest/out",
+		// fasthttp's client: the sale is bound by the two shared cores, and
+		// net/http's costs the generator a third more of them (benchmarks/README).
+		Client: herd.FastHTTP,
 	}
 }
 
