@@ -27,6 +27,9 @@ const (
 	CodeTimeout         = "REQUEST_TIMEOUT"
 	CodeInternal        = "INTERNAL"
 	CodeUnavailable     = "UNAVAILABLE"
+	// CodeInvalidOrderID: an order id that is not a canonical UUID, from
+	// the order service or from the gateway's proxy in front of it.
+	CodeInvalidOrderID = "INVALID_ORDER_ID"
 )
 
 var contentJSON = []byte("application/json")
@@ -40,6 +43,10 @@ type Error struct {
 	RetryAfter string
 	body       []byte
 }
+
+// InvalidOrderID is the one answer to a malformed order id, the same
+// whichever service gives it.
+var InvalidOrderID = New(fasthttp.StatusBadRequest, CodeInvalidOrderID, "order id is not a UUID")
 
 // New encodes the refusal's body once.
 func New(status int, code, message string) Error {

@@ -5,6 +5,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
+
+	"flashsale/pkg/httperr"
 )
 
 // ordersPath is where the order service answers a shopper's order.
@@ -15,7 +17,7 @@ const ordersPath = "/api/flash-sales/orders/"
 const orderBucket = "order\x00"
 
 // errInvalidOrderID is the order service's own answer to a malformed id.
-var errInvalidOrderID = newAPIError(fasthttp.StatusBadRequest, "INVALID_ORDER_ID", "order id is not a UUID", "")
+var errInvalidOrderID = httperr.InvalidOrderID
 
 // proxyOrder forwards a shopper's order requests (read, pay, cancel) to
 // the order service, so shoppers use one origin. Only those requests go:

@@ -17,7 +17,7 @@ import (
 const (
 	CodeNotFound       = httperr.CodeNotFound
 	CodeBadRequest     = httperr.CodeBadRequest
-	CodeInvalidOrderID = "INVALID_ORDER_ID"
+	CodeInvalidOrderID = httperr.CodeInvalidOrderID
 	CodeUnauthorized   = httperr.CodeUnauthorized
 	CodeUnavailable    = httperr.CodeUnavailable
 	CodeInternal       = httperr.CodeInternal
@@ -38,7 +38,7 @@ const (
 // nothing.
 var (
 	errUnauthorized   = httperr.New(fasthttp.StatusUnauthorized, CodeUnauthorized, "missing or invalid bearer token")
-	errInvalidOrderID = httperr.New(fasthttp.StatusBadRequest, CodeInvalidOrderID, "order id is not a UUID")
+	errInvalidOrderID = httperr.InvalidOrderID
 	errNotFound       = httperr.New(fasthttp.StatusNotFound, CodeNotFound, "no such resource")
 	errUnavailable    = httperr.New(fasthttp.StatusServiceUnavailable, CodeUnavailable, "temporarily unavailable, retry later").WithRetryAfter("1")
 	errMethod         = httperr.New(fasthttp.StatusMethodNotAllowed, CodeMethod, "method not allowed")
