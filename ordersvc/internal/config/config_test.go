@@ -61,6 +61,10 @@ func TestLoad(t *testing.T) {
 					t.Errorf("abandon interval %v, want 0 (off)", c.AbandonInterval)
 				}
 			}},
+		{name: "abandon read rate too high", mode: config.Tool, env: map[string]string{"FLASHSALE_ABANDON_READ_RATE": "10000001"},
+			wantErr: []string{"FLASHSALE_ABANDON_READ_RATE"}},
+		{name: "abandon read rate negative", mode: config.Tool, env: map[string]string{"FLASHSALE_ABANDON_READ_RATE": "-1"},
+			wantErr: []string{"FLASHSALE_ABANDON_READ_RATE"}},
 		// Its reads can be left unpaced.
 		{name: "abandon pass unpaced", mode: config.Tool, env: map[string]string{"FLASHSALE_ABANDON_READ_RATE": "0"},
 			check: func(t *testing.T, c config.Config) {
