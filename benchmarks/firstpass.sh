@@ -28,17 +28,27 @@ source "$root/deploy/services.sh"
 source "$root/deploy/stackenv.sh"
 load_dev_env "$stack"
 
-# ticks PID...: CPU ticks (1/100 s) used so far by the processes given.
-ticks() {
-	local sum=0 pid
-	for pid in "$@"; do
-		sum=$((sum + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0)))
-	done
-	echo "$sum"
+# listener PORT: the pid of the process listening on loopback PORT (the
+# stack's own Redis and PostgreSQL, not the others a host may run).
+listener() { ss -Hltnp "sport = :$1" | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2; }
+redis=$(listener "$FLASHSALE_REDIS_PORT")
+postmaster=$(listener "$FLASHSALE_PG_PORT")
+[[ -n "$redis" && -n "$postmaster" ]] || { echo "firstpass: the stack's Redis or PostgreSQL is not running: make up first" >&2; exit 1; }
+
+# sample: "ordersvc redis postgres", CPU ticks (1/100 s) used so far. For
+# PostgreSQL, the postmaster's own and its exited children's (cutime,
+# cstime), and its live children's: a backend that exits keeps counting.
+sample() {
+	local children
+	children=$(pgrep -P "$postmaster" | sed 's#.*#/proc/&/stat#')
+	# shellcheck disable=SC2086 # one path per child
+	awk -v o="/proc/$ordersvc/stat" -v r="/proc/$redis/stat" -v pm="/proc/$postmaster/stat" '
+		FILENAME == o { os += $14 + $15; next }
+		FILENAME == r { rs += $14 + $15; next }
+		FILENAME == pm { ps += $14 + $15 + $16 + $17; next }
+		{ ps += $14 + $15 }
+		END { print os + 0, rs + 0, ps + 0 }' "/proc/$ordersvc/stat" "/proc/$redis/stat" "/proc/$postmaster/stat" $children 2>/dev/null
 }
-redis=$(pgrep -x redis-server | tr '\n' ' ')
-postgres=$(pgrep -x postgres | tr '\n' ' ')
-[[ -n "$redis" && -n "$postgres" ]] || { echo "firstpass: Redis or PostgreSQL is not running: make up first" >&2; exit 1; }
 
 # No readiness wait: the pass starts 5 s after the service does, ready or
 # not, and the reading must include its start.
@@ -47,16 +57,16 @@ start_service "$stack/logs/firstpass-ordersvc.log" env FLASHSALE_ORDERSVC_ADDR=1
 	FLASHSALE_ORDERSVC_ADMIN_ADDR=127.0.0.1:8091 "$bin/ordersvc" serve
 ordersvc="${service_pids[-1]}" # env execs the service: its pid
 out="$stack/logs/firstpass-cpu.txt"
-# shellcheck disable=SC2086 # the pid lists split on purpose
 {
-	po=$(ticks "$ordersvc") pr=$(ticks $redis) pp=$(ticks $postgres)
+	read -r po pr pp < <(sample)
 	for _ in $(seq 1 $((seconds * 10))); do
 		sleep 0.1
-		o=$(ticks "$ordersvc") r=$(ticks $redis) p=$(ticks $postgres)
+		read -r o r p < <(sample)
 		echo "$((o - po)) $((r - pr)) $((p - pp))"
 		po=$o pr=$r pp=$p
 	done
 } >"$out"
+kill -0 "$ordersvc" 2>/dev/null || { echo "firstpass: the order service exited early: see $stack/logs/firstpass-ordersvc.log" >&2; exit 1; }
 awk -v seconds="$seconds" -v load="$(cut -d' ' -f1-3 /proc/loadavg)" '
 	{ o[NR] = $1; r[NR] = $2; p[NR] = $3; to += $1; tr += $2; tp += $3 }
 	END {
