@@ -576,7 +576,7 @@ func (s *Store) Holders(ctx context.Context, saleID int64) (map[string]string, e
 
 // Pacer spaces out reads: a reader calls WaitN before it reads n more
 // items, and it returns when they may be read, or with ctx's error. A
-// *rate.Limiter is one; PaceHolders' lets a burst through and waits after.
+// *rate.Limiter is one; PaceHolders' pays for a burst of pages at a time.
 type Pacer interface {
 	WaitN(ctx context.Context, n int) error
 }

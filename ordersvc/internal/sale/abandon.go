@@ -206,8 +206,8 @@ func (s *Service) unexplained(ctx context.Context, saleID int64, hs []overdueHol
 	return out, nil
 }
 
-// abandonTimeout bounds one sale's pass once its holders are read; the
-// consumer catch-up wait is inside it.
+// abandonTimeout bounds one sale's pass beyond the time its holders' read
+// may take (readTime); the consumer catch-up wait is inside it.
 func (s *Service) abandonTimeout() time.Duration { return 30*time.Second + s.CatchUpTimeout() }
 
 // abandonCountTimeout bounds the holder count that starts a sale's pass.

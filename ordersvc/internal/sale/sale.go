@@ -150,7 +150,9 @@ type Service struct {
 
 	verdicts verdicts
 	// readRate and pace: holders a second the abandoned-reservation pass
-	// reads (WithHolderReadRate); 0 and nil: no pacing.
+	// reads (WithHolderReadRate); 0 and nil: no pacing. The pace is not
+	// safe for concurrent use: only WatchAbandoned's one loop calls
+	// ReleaseAbandoned.
 	readRate int
 	pace     stock.Pacer
 
