@@ -3,7 +3,7 @@
 // client whose connections the crowd opens before the sale (Arrive), and
 // the vegeta attackers that send the crowd's purchases through it.
 //
-// The default client is vegeta's stock one, net/http's: each request hands
+// Client's zero value is vegeta's stock client, net/http's: each request hands
 // off between the caller, the connection's write loop and its read loop,
 // and builds header maps both ways. FastHTTP puts fasthttp's client (a
 // pinned dependency) behind vegeta's own http.Client instead: vegeta still
