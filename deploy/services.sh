@@ -43,12 +43,19 @@ start_service() {
 # the loopback ports NAME is about to take: a service left over from an
 # aborted run would answer in the new one's place (the new one failing to
 # bind), or, with SO_REUSEPORT, share its port.
+# A demo killed with SIGKILL leaves its services running; the message names
+# the process when ss can tell (root, or the same user), so it can be stopped.
 refuse_taken() {
-	local name="$1" p
+	local name="$1" p pid who
 	shift
 	for p in "$@"; do
 		if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "services: something already listens on 127.0.0.1:$p, where $name would (a $name left from an earlier run?); stop it first" >&2
+			pid=$(ss -Hltnp "sport = :$p" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2 || true)
+			who=""
+			if [[ -n "$pid" ]]; then
+				who=" (pid $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120 | sed 's/ *$//'); kill $pid)"
+			fi
+			echo "services: something already listens on 127.0.0.1:$p, where $name would (a $name left from an earlier run?); stop it first$who" >&2
 			exit 1
 		fi
 	done

@@ -53,6 +53,9 @@ missing_packages() {
 	[[ -n "$(pg_bin_dir)" ]] || echo postgresql
 	# curl: readiness checks of the services in demo.sh
 	command -v curl >/dev/null 2>&1 || echo curl
+	# ss: the process on a port (a leftover service named in services.sh,
+	# the stack's Redis and PostgreSQL in benchmarks/firstpass.sh)
+	command -v ss >/dev/null 2>&1 || echo iproute2
 	# a JRE for Apache Kafka; Maven to fetch its jars unless they are
 	# cached or KAFKA_HOME has them (kafka-node.sh)
 	java_ok || echo default-jre-headless
