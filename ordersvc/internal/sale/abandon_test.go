@@ -370,3 +370,39 @@ func TestReadTimeFollowsThePace(t *testing.T) {
 		t.Errorf("read time unpaced = %s, want 0", got)
 	}
 }
+
+// blockingPacer never lets a page through: it waits for its context.
+type blockingPacer struct{}
+
+func (blockingPacer) WaitN(ctx context.Context, _ int) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A pace that lets nothing through holds a pass only as long as the
+// caller's context: the pass ends with that context's error and writes
+// nothing off, rather than hang the loop every open sale waits on.
+func TestReleaseAbandonedEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	ctx, st, rc, stk, sl := loadedSale(t, 5)
+	svc := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithHolderReadRate(20_000))
+	sale.SetHolderPacer(svc, blockingPacer{})
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		res, err := svc.ReleaseAbandoned(short, sl.ID)
+		if err == nil && res.Released != 0 {
+			err = fmt.Errorf("released %d", res.Released)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("pass with a pace that lets nothing through: %v, want the context's deadline", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pass outlived its context by 10 s")
+	}
+}
