@@ -282,8 +282,8 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) (Expired, error) {
 		if rerr := sp.Rollback(ctx); rerr != nil || !isCheckViolation(err) {
 			return errors.Join(err, rerr)
 		}
-		if res.SoldDrift, err = collectInt64s(tx.Query(ctx, sqlDrift, uuidArray(ids))); err != nil {
-			return fmt.Errorf("find drifted counters: %w", err)
+		if res.SoldDrift, err = collect(ctx, tx, "find drifted counters", pgx.RowTo[int64], sqlDrift, uuidArray(ids)); err != nil {
+			return err
 		}
 		res.IDs, err = expire(ctx, tx, sqlExpireClamped, ids)
 		return err
@@ -295,20 +295,5 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) (Expired, error) {
 }
 
 func expire(ctx context.Context, tx pgx.Tx, q string, ids []uuid.UUID) ([]uuid.UUID, error) {
-	rows, err := tx.Query(ctx, q, uuidArray(ids))
-	if err != nil {
-		return nil, fmt.Errorf("expire: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return nil, fmt.Errorf("expire: %w", err)
-	}
-	return out, nil
-}
-
-func collectInt64s(rows pgx.Rows, err error) ([]int64, error) {
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
+	return collect(ctx, tx, "expire", pgx.RowTo[uuid.UUID], q, uuidArray(ids))
 }

@@ -202,16 +202,8 @@ func (s *Store) RequeueReleases(ctx context.Context, saleID int64, orderIDs []uu
 	if len(orderIDs) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `
+	return collect(ctx, s.pool, fmt.Sprintf("requeue releases of sale %d", saleID), pgx.RowTo[uuid.UUID], `
 		UPDATE stock_release SET released_at = NULL, outcome = NULL
 		WHERE sale_id = $1 AND order_id = ANY($2::uuid[]) AND released_at IS NOT NULL
 		RETURNING order_id`, saleID, uuidArray(orderIDs))
-	if err != nil {
-		return nil, fmt.Errorf("requeue releases of sale %d: %w", saleID, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return nil, fmt.Errorf("requeue releases of sale %d: %w", saleID, err)
-	}
-	return ids, nil
 }

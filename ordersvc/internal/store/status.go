@@ -114,22 +114,15 @@ type HotCopyExpiry struct {
 // get no expiry, which a Redis evicting keys with one (a volatile-*
 // maxmemory-policy) could act on mid-sale.
 func (s *Store) HotCopyExpiries(ctx context.Context, since, settled time.Time, after time.Duration) ([]HotCopyExpiry, error) {
-	rows, err := s.pool.Query(ctx, `
+	scan := func(r pgx.CollectableRow) (HotCopyExpiry, error) {
+		var e HotCopyExpiry
+		err := r.Scan(&e.SaleID, &e.At, &e.Items)
+		return e, err
+	}
+	return collect(ctx, s.pool, "list sales' hot copy expiries", scan, `
 		SELECT s.id, s.ends_at + s.payment_ttl + $2::bigint * interval '1 microsecond', array_agg(i.id ORDER BY i.id)
 		FROM flash_sale s JOIN flash_sale_item i ON i.sale_id = s.id
 		WHERE s.ends_at + s.payment_ttl + $2::bigint * interval '1 microsecond' > $1
 		  AND s.ends_at + s.payment_ttl <= $3
 		GROUP BY s.id ORDER BY s.id`, since, after.Microseconds(), settled)
-	if err != nil {
-		return nil, fmt.Errorf("list sales' hot copy expiries: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (HotCopyExpiry, error) {
-		var e HotCopyExpiry
-		err := r.Scan(&e.SaleID, &e.At, &e.Items)
-		return e, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list sales' hot copy expiries: %w", err)
-	}
-	return out, nil
 }
