@@ -26,6 +26,12 @@ var ReturnToken string
 //go:embed load.lua
 var Load string
 
+// HoldersState reads a slot's holder count and holders' version at one
+// instant.
+//
+//go:embed holders_state.lua
+var HoldersState string
+
 // QueueJoin gives a user a place in a sale's virtual queue.
 //
 //go:embed queue_join.lua

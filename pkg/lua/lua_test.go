@@ -17,7 +17,7 @@ func TestScriptsLoadInRedis(t *testing.T) {
 	ctx := testenv.Context(t)
 	scripts := map[string]string{"reserve": lua.Reserve, "release": lua.Release, "load": lua.Load,
 		"queue_join": lua.QueueJoin, "queue_status": lua.QueueStatus, "queue_advance": lua.QueueAdvance, "queue_size": lua.QueueSize,
-		"move_take": lua.MoveTake, "move_give": lua.MoveGive, "slot_read": lua.SlotRead, "pause": lua.Pause}
+		"move_take": lua.MoveTake, "move_give": lua.MoveGive, "slot_read": lua.SlotRead, "pause": lua.Pause, "holders_state": lua.HoldersState}
 	for name, src := range scripts {
 		t.Run(name, func(t *testing.T) {
 			if strings.TrimSpace(src) == "" {

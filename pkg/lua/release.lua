@@ -1,7 +1,9 @@
 -- release.lua: give back the unit held by one order, at most once.
 -- KEYS[1] stock left of the item, KEYS[2] active holders of the sale,
 -- KEYS[3] admission token ids already spent, KEYS[4] KEYS[1]'s pause marker,
--- KEYS[5] which token each order spent (order id -> token id, "-" once back)
+-- KEYS[5] which token each order spent (order id -> token id, "-" once back),
+-- KEYS[6] the holders' version, a hash whose field "v" counts every write
+--   that takes a holder away (see below)
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] pub/sub channel told about returned stock,
 -- ARGV[4] message published on it ("<sale>:<item>"),
 -- ARGV[5] "drop" to free the user without returning the unit (an order
@@ -62,6 +64,12 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return -3
 end
 redis.call('HDEL', KEYS[2], ARGV[1])
+-- The order service's abandoned-reservation pass skips a slot whose holder
+-- count and version are the ones it last found every holder explained at
+-- (field "settled"; holders_state.lua). A reservation raises the count; a
+-- release lowers it and bumps the version, so a reservation that takes
+-- the released holder's place is never taken for the settled state.
+redis.call('HINCRBY', KEYS[6], 'v', 1)
 giveBack(ARGV[6])
 if ARGV[5] == 'drop' then
   return 1

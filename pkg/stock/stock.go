@@ -57,9 +57,11 @@ type Store struct {
 	slotRead *rueidis.Lua
 	pause    *rueidis.Lua
 	retToken *rueidis.Lua
-	shards   func(saleID int64) (int, error)
-	tags     sync.Map // layoutKey -> []string, the shard tags of a sharded sale
-	refills  singleflight.Group
+	// holdersState reads a slot's holder count and version (HolderState).
+	holdersState *rueidis.Lua
+	shards       func(saleID int64) (int, error)
+	tags         sync.Map // layoutKey -> []string, the shard tags of a sharded sale
+	refills      singleflight.Group
 }
 
 type layoutKey struct {
@@ -82,15 +84,16 @@ func WithShards(shards func(saleID int64) (int, error)) Option {
 // back to EVAL once after a Redis restart.
 func New(client rueidis.Client, opts ...Option) *Store {
 	s := &Store{
-		client:   client,
-		reserve:  rueidis.NewLuaScript(lua.Reserve),
-		release:  rueidis.NewLuaScript(lua.Release),
-		load:     rueidis.NewLuaScript(lua.Load),
-		take:     rueidis.NewLuaScript(lua.MoveTake),
-		give:     rueidis.NewLuaScript(lua.MoveGive),
-		slotRead: rueidis.NewLuaScript(lua.SlotRead),
-		pause:    rueidis.NewLuaScript(lua.Pause),
-		retToken: rueidis.NewLuaScript(lua.ReturnToken),
+		client:       client,
+		reserve:      rueidis.NewLuaScript(lua.Reserve),
+		release:      rueidis.NewLuaScript(lua.Release),
+		load:         rueidis.NewLuaScript(lua.Load),
+		take:         rueidis.NewLuaScript(lua.MoveTake),
+		give:         rueidis.NewLuaScript(lua.MoveGive),
+		slotRead:     rueidis.NewLuaScript(lua.SlotRead),
+		pause:        rueidis.NewLuaScript(lua.Pause),
+		retToken:     rueidis.NewLuaScript(lua.ReturnToken),
+		holdersState: rueidis.NewLuaScript(lua.HoldersState),
 	}
 	for _, o := range opts {
 		o(s)
@@ -129,6 +132,10 @@ func StockKey(saleID, itemID int64) string {
 // HoldersKey is the hash of users holding an active unit in an unsharded
 // sale (user -> order id).
 func HoldersKey(saleID int64) string { return holdersOf(saleTag(saleID)) }
+
+// HoldersVersionKey is the hash of an unsharded sale's holders' version
+// (fields "v" and "settled"; HolderState).
+func HoldersVersionKey(saleID int64) string { return holdersVersionOf(saleTag(saleID)) }
 
 // SpentTokensKey is the set of admission token ids that bought a unit in an
 // unsharded sale.
@@ -266,7 +273,7 @@ func (s *Store) release1(ctx context.Context, saleID, itemID int64, userID, orde
 	}
 	k := l.shardOf(userID)
 	n, err := s.release.Exec(ctx, s.client,
-		[]string{l.stockKey(k, itemID), holdersOf(l.tag(k)), tokensOf(l.tag(k)), PauseMarker(l.stockKey(k, itemID)), spentByOf(l.tag(k))},
+		[]string{l.stockKey(k, itemID), holdersOf(l.tag(k)), tokensOf(l.tag(k)), PauseMarker(l.stockKey(k, itemID)), spentByOf(l.tag(k)), holdersVersionOf(l.tag(k))},
 		[]string{userID, orderID, ReturnedChannel, strconv.FormatInt(saleID, 10) + ":" + strconv.FormatInt(itemID, 10), mode, tokenID}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("release order %s: %w", orderID, err)
@@ -341,9 +348,9 @@ func (s *Store) Load(ctx context.Context, saleID int64, items []ItemStock, holde
 
 func (s *Store) loadSlot(ctx context.Context, l layout, tag, epoch, msg string, items []ItemStock,
 	value func(ItemStock) (string, int64), holders []Holder) error {
-	keys := make([]string, 0, 4+len(items))
+	keys := make([]string, 0, 5+len(items))
 	args := make([]string, 0, 3+len(items)+2*len(holders))
-	keys = append(keys, holdersOf(tag), journalOf(tag), appliedOf(tag), epochOf(tag))
+	keys = append(keys, holdersOf(tag), journalOf(tag), appliedOf(tag), epochOf(tag), holdersVersionOf(tag))
 	args = append(args, ReturnedChannel, msg, epoch)
 	for _, it := range items {
 		k, v := value(it)
@@ -555,6 +562,82 @@ func (s *Store) HolderCount(ctx context.Context, saleID int64) (int64, error) {
 		n += c
 	}
 	return n, nil
+}
+
+// HolderState is what a sale's holders are now, over every shard, read in
+// one round trip: how many, and whether they are the ones a pass last
+// found every holder explained among (MarkSettled).
+type HolderState struct {
+	Count int64
+	// Settled: in every shard the holder count and the holders' version
+	// are the ones MarkSettled last recorded (holders_state.lua says why
+	// that means the same holders).
+	Settled bool
+	shards  []string // per shard, "<count>:<version>" as read
+}
+
+// HolderState reads the sale's holder count and versions, each shard's at
+// one instant (holders_state.lua). The count and the version live in one
+// hash slot, so they are kept and lost together.
+func (s *Store) HolderState(ctx context.Context, saleID int64) (HolderState, error) {
+	l, err := s.layout(saleID)
+	if err != nil {
+		return HolderState{}, err
+	}
+	execs := make([]rueidis.LuaExec, 0, l.shards)
+	for k := range l.shards {
+		execs = append(execs, rueidis.LuaExec{Keys: []string{holdersOf(l.tag(k)), holdersVersionOf(l.tag(k))}})
+	}
+	st := HolderState{Settled: true, shards: make([]string, 0, l.shards)}
+	for _, r := range s.holdersState.ExecMulti(ctx, s.client, execs...) {
+		vs, err := r.ToArray()
+		if err != nil || len(vs) != 3 {
+			return HolderState{}, fmt.Errorf("read holders' state of sale %d: %d replies, %w", saleID, len(vs), err)
+		}
+		n, err := vs[0].AsInt64()
+		if err != nil {
+			return HolderState{}, fmt.Errorf("read holders' state of sale %d: count: %w", saleID, err)
+		}
+		v, err := vs[1].AsInt64()
+		if err != nil {
+			return HolderState{}, fmt.Errorf("read holders' state of sale %d: version: %w", saleID, err)
+		}
+		now := strconv.FormatInt(n, 10) + ":" + strconv.FormatInt(v, 10)
+		settled, err := vs[2].ToString()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return HolderState{}, fmt.Errorf("read holders' state of sale %d: settled: %w", saleID, err)
+		}
+		st.Count += n
+		st.shards = append(st.shards, now)
+		st.Settled = st.Settled && settled == now
+	}
+	return st, nil
+}
+
+// MarkSettled records that a pass which read st before reading the holders
+// found every holder explained: until a holder is added or taken away,
+// HolderState reports the sale Settled, so the pass need not read it. A
+// change meanwhile moved the count or the version past st's, so the sale
+// is read next time. Two passes marking at once may leave the older
+// state; that costs one more read, never a skipped holder.
+func (s *Store) MarkSettled(ctx context.Context, saleID int64, st HolderState) error {
+	l, err := s.layout(saleID)
+	if err != nil {
+		return err
+	}
+	if len(st.shards) != l.shards {
+		return fmt.Errorf("mark sale %d settled: state of %d shards, the sale has %d", saleID, len(st.shards), l.shards)
+	}
+	cmds := make(rueidis.Commands, 0, l.shards)
+	for k, state := range st.shards {
+		cmds = append(cmds, s.client.B().Hset().Key(holdersVersionOf(l.tag(k))).FieldValue().FieldValue("settled", state).Build())
+	}
+	for _, r := range s.client.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("mark sale %d settled: %w", saleID, err)
+		}
+	}
+	return nil
 }
 
 // HoldersPage is how many holders one HSCAN call asks Redis for. Redis

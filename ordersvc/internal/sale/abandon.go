@@ -43,12 +43,13 @@ type Abandonment struct {
 // reserve script keeps beside the holder.
 //
 // A sale whose last pass found every holder with an order row is not read
-// again while its holder count stays what it was, for at most the in-flight
-// window: one HLEN per shard instead of every holder. A reservation that
-// replaced a released one keeps the count, but it came after that settling
-// pass, so the sale is read again before the reservation's order id is
-// older than the window, and a dead gateway's unit comes back no later
-// than it did when every pass read every holder, at the same pace.
+// again until a holder is added or taken away: a reservation raises its
+// slot's holder count, and a release, a load or a repair bumps the slot's
+// holders' version, so a reservation in a released holder's place is
+// seen too. The pass records in Redis the count and version it found
+// settled (stock.HolderState, MarkSettled). Such a sale costs one small
+// script per shard, and the record outlives the order service: a fresh
+// one does not read every open sale's holders again.
 //
 // The holders are read at the pace WithHolderReadRate sets, so a pass over
 // many open sales' holders takes that long, and the next sale's waits for
@@ -58,15 +59,12 @@ type Abandonment struct {
 func (s *Service) ReleaseAbandoned(ctx context.Context, saleID int64) (Abandonment, error) {
 	now := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, abandonCountTimeout)
-	n, err := s.stock.HolderCount(cctx, saleID)
+	st, err := s.stock.HolderState(cctx, saleID)
 	cancel()
-	if err != nil {
+	if err != nil || st.Settled {
 		return Abandonment{SaleID: saleID}, err
 	}
-	if s.settled.unchanged(saleID, n, now, s.window) {
-		return Abandonment{SaleID: saleID}, nil
-	}
-	ctx, cancel = context.WithTimeout(ctx, s.readTime(n)+s.abandonTimeout())
+	ctx, cancel = context.WithTimeout(ctx, s.readTime(st.Count)+s.abandonTimeout())
 	defer cancel()
 	holders, err := s.stock.HoldersPaced(ctx, saleID, s.pace)
 	if err != nil {
@@ -74,9 +72,8 @@ func (s *Service) ReleaseAbandoned(ctx context.Context, saleID int64) (Abandonme
 	}
 	res, err := s.releaseAbandoned(ctx, saleID, holders, now, false)
 	if err == nil && s.persisted.hasAll(saleID, holders) {
-		s.settled.mark(saleID, int64(len(holders)), now)
-	} else {
-		s.settled.forget(saleID)
+		// A mark that fails costs the next pass a read, nothing more.
+		_ = s.stock.MarkSettled(ctx, saleID, st)
 	}
 	return res, err
 }
@@ -210,7 +207,8 @@ func (s *Service) unexplained(ctx context.Context, saleID int64, hs []overdueHol
 // may take (readTime); the consumer catch-up wait is inside it.
 func (s *Service) abandonTimeout() time.Duration { return 30*time.Second + s.CatchUpTimeout() }
 
-// abandonCountTimeout bounds the holder count that starts a sale's pass.
+// abandonCountTimeout bounds the read of the holders' state that starts a
+// sale's pass.
 const abandonCountTimeout = 5 * time.Second
 
 // readTime is how long reading n holders may take at the pace set by
@@ -234,7 +232,6 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 	stuck := map[int64]int{} // sale -> abandoned reservations of unknown item, at the last pass
 	s.everyOpenSale(ctx, interval, log, "abandoned reservations: list open sales", func(ids []int64) {
 		s.persisted.keep(ids)
-		s.settled.keep(ids)
 		var unattributed int
 		for _, id := range ids {
 			res, err := s.ReleaseAbandoned(ctx, id)
@@ -332,54 +329,4 @@ func keepOpen[V any](sales map[int64]V, open []int64) {
 			delete(sales, id)
 		}
 	}
-}
-
-// settled remembers, per open sale, the last pass that found every holder
-// with an order row: how many holders there were and when. Until the count
-// changes or the in-flight window has passed, such a sale has nothing a
-// pass could release yet: each of those holders has a row, which is never
-// deleted, and a reservation that kept the count by replacing a released
-// holder is younger than the window. Without it every pass read every
-// holder of every open sale: with a few dozen 10,000-unit sales open (an
-// afternoon of demos and benchmarks) two thirds of the order service's CPU
-// during a demo, beside the sale.
-type settled struct {
-	mu    sync.Mutex
-	sales map[int64]settledPass
-}
-
-type settledPass struct {
-	holders int64
-	at      time.Time
-}
-
-// unchanged reports whether the sale's last settling pass saw this many
-// holders, less than within before now.
-func (s *settled) unchanged(saleID, holders int64, now time.Time, within time.Duration) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, ok := s.sales[saleID]
-	return ok && p.holders == holders && now.Sub(p.at) < within
-}
-
-func (s *settled) mark(saleID, holders int64, now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sales == nil {
-		s.sales = map[int64]settledPass{}
-	}
-	s.sales[saleID] = settledPass{holders: holders, at: now}
-}
-
-func (s *settled) forget(saleID int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.sales, saleID)
-}
-
-// keep forgets the sales not in open.
-func (s *settled) keep(open []int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	keepOpen(s.sales, open)
 }

@@ -1,9 +1,6 @@
 package sale
 
-import (
-	"testing"
-	"time"
-)
+import "testing"
 
 // The memo of holders with a row answers per sale and forgets the sales
 // that are no longer open.
@@ -27,42 +24,6 @@ func TestPersistedMemo(t *testing.T) {
 	p.keep([]int64{2, 4})
 	if p.has(1, "a") || !p.has(2, "c") {
 		t.Fatalf("after keep(2, 4): sale 1 still known %v, sale 2 forgotten %v", p.has(1, "a"), !p.has(2, "c"))
-	}
-}
-
-// A settled sale stays settled for one window and one holder count, and is
-// forgotten once it is no longer open.
-func TestSettledMemo(t *testing.T) {
-	var s settled
-	t0 := time.Unix(1000, 0)
-	const window = 30 * time.Second
-	if s.unchanged(1, 10, t0, window) {
-		t.Fatal("an unknown sale is settled")
-	}
-	s.mark(1, 10, t0)
-	s.mark(2, 5, t0)
-	for _, c := range []struct {
-		sale, holders int64
-		at            time.Duration
-		want          bool
-	}{
-		{1, 10, 0, true},
-		{1, 10, window - time.Millisecond, true},
-		{1, 10, window, false}, // read once per window
-		{1, 11, time.Second, false},
-		{1, 9, time.Second, false},
-		{2, 5, time.Second, true},
-		{3, 5, time.Second, false},
-	} {
-		if got := s.unchanged(c.sale, c.holders, t0.Add(c.at), window); got != c.want {
-			t.Errorf("unchanged(sale %d, %d holders, +%v) = %v, want %v", c.sale, c.holders, c.at, got, c.want)
-		}
-	}
-	s.forget(2)
-	s.mark(3, 1, t0)
-	s.keep([]int64{1})
-	if !s.unchanged(1, 10, t0, window) || s.unchanged(2, 5, t0, window) || s.unchanged(3, 1, t0, window) {
-		t.Error("forget(2) and keep(1) left the memo with the wrong sales")
 	}
 }
 

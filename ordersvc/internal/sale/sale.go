@@ -157,7 +157,6 @@ type Service struct {
 	pace     stock.Pacer
 
 	persisted persisted // holders known to have an order row (abandon.go)
-	settled   settled   // sales whose last abandon pass found every holder with a row
 }
 
 // NewService builds a service.
