@@ -101,6 +101,9 @@ type LoadResult struct {
 	SaleID  int64        `json:"saleId"`
 	Items   []LoadedItem `json:"items"`
 	Holders int          `json:"holders"`
+	// SpentAdmissions is how many admissions orders were placed with,
+	// put back in the sale's spent sets (a queued sale's; 0 otherwise).
+	SpentAdmissions int `json:"spentAdmissions"`
 }
 
 // LoadedItem is the stock written for one item.

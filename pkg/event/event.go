@@ -32,7 +32,17 @@ type OrderPlaced struct {
 	ItemID   int64     `json:"itemId"`
 	UserID   string    `json:"userId"`
 	PlacedAt time.Time `json:"placedAt"`
+	// AdmissionID is the admission token the reservation spent (its queue
+	// ticket), for a queued sale; "" otherwise, and then not written. The
+	// order service keeps it with the order, so that a hot copy rebuilt
+	// from PostgreSQL after a Redis loss knows which admissions bought a
+	// unit (an admission buys once). Readers before it ignore the field.
+	AdmissionID string `json:"admissionId,omitempty"`
 }
+
+// MaxAdmissionIDLen bounds an admission id: printable ASCII, as the
+// gateway's queue tickets are.
+const MaxAdmissionIDLen = 64
 
 // ValidUserID reports whether a user id can be keyed and stored: 1 to
 // MaxUserIDLen bytes of valid UTF-8 without control characters (PostgreSQL
@@ -43,6 +53,20 @@ func ValidUserID(id string) bool {
 	}
 	for _, r := range id {
 		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validAdmissionID: "" (no admission), or 1 to MaxAdmissionIDLen bytes of
+// printable ASCII.
+func validAdmissionID(id string) bool {
+	if len(id) > MaxAdmissionIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x20 || id[i] > 0x7e {
 			return false
 		}
 	}
@@ -70,14 +94,14 @@ func (e OrderPlaced) Marshal() ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
-	if !plainJSON(e.UserID) || e.PlacedAt.Location() != time.UTC || e.PlacedAt.Year() < 0 || e.PlacedAt.Year() > 9999 {
+	if !plainJSON(e.UserID) || !plainJSON(e.AdmissionID) || e.PlacedAt.Location() != time.UTC || e.PlacedAt.Year() < 0 || e.PlacedAt.Year() > 9999 {
 		b, err := json.Marshal(e)
 		if err != nil {
 			return nil, fmt.Errorf("encode OrderPlaced %s: %w", e.OrderID, err)
 		}
 		return b, nil
 	}
-	b := make([]byte, 0, 160+len(e.UserID))
+	b := make([]byte, 0, 160+len(e.UserID)+len(e.AdmissionID))
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(e.Version), 10)
 	b = append(b, `,"orderId":"`...)
@@ -90,6 +114,10 @@ func (e OrderPlaced) Marshal() ([]byte, error) {
 	b = append(b, e.UserID...)
 	b = append(b, `","placedAt":"`...)
 	b = e.PlacedAt.AppendFormat(b, time.RFC3339Nano)
+	if e.AdmissionID != "" {
+		b = append(b, `","admissionId":"`...)
+		b = append(b, e.AdmissionID...)
+	}
 	return append(b, `"}`...), nil
 }
 
@@ -159,6 +187,8 @@ func (e OrderPlaced) Validate() error {
 		return fmt.Errorf("%w: user id of %d bytes is empty, too long or has control characters", ErrInvalid, len(e.UserID))
 	case e.PlacedAt.IsZero():
 		return fmt.Errorf("%w: missing placedAt", ErrInvalid)
+	case !validAdmissionID(e.AdmissionID):
+		return fmt.Errorf("%w: admission id of %d bytes is too long or not printable ASCII", ErrInvalid, len(e.AdmissionID))
 	}
 	return nil
 }

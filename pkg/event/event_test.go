@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,50 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// A queued sale's event names the admission its reservation spent; the
+// field is left out when there is none, so the events of unqueued sales
+// are the golden v1 ones above, and a reader that predates the field
+// ignores it (encoding/json skips unknown fields).
+func TestGoldenWithAdmission(t *testing.T) {
+	e := sample()
+	e.AdmissionID = "t-0190f5a2"
+	got, err := e.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "order_placed_v1_admission.json")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("encoding changed:\n got %s\nwant %s", got, want)
+	}
+	back, err := Unmarshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(back, e); diff != "" {
+		t.Errorf("decode golden (-got +want):\n%s", diff)
+	}
+	var before struct {
+		Version  int       `json:"v"`
+		OrderID  uuid.UUID `json:"orderId"`
+		SaleID   int64     `json:"saleId"`
+		ItemID   int64     `json:"itemId"`
+		UserID   string    `json:"userId"`
+		PlacedAt time.Time `json:"placedAt"`
+	}
+	if err := json.Unmarshal(want, &before); err != nil || before.OrderID != e.OrderID || before.UserID != e.UserID {
+		t.Errorf("a reader without the field: %+v, %v", before, err)
+	}
+}
+
 func TestUnmarshalRejects(t *testing.T) {
 	tests := []struct {
 		name, in string
@@ -68,6 +113,9 @@ func TestUnmarshalRejects(t *testing.T) {
 		{"missing user", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":42,"placedAt":"2026-12-02T12:00:00Z"}`},
 		{"NUL in user id", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":42,"userId":"a\u0000b","placedAt":"2026-12-02T12:00:00Z"}`},
 		{"missing time", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":42,"userId":"u"}`},
+		{"admission id too long", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":42,"userId":"u","placedAt":"2026-12-02T12:00:00Z","admissionId":"` + strings.Repeat("t", MaxAdmissionIDLen+1) + `"}`},
+		{"admission id not ASCII", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":42,"userId":"u","placedAt":"2026-12-02T12:00:00Z","admissionId":"tïcket"}`},
+		{"admission id not a string", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":7,"itemId":42,"userId":"u","placedAt":"2026-12-02T12:00:00Z","admissionId":7}`},
 		{"huge sale id", `{"v":1,"orderId":"0190f5a2-7c4e-7b1a-9f00-1234567890ab","saleId":99999999999999999999,"itemId":42,"userId":"u","placedAt":"2026-12-02T12:00:00Z"}`},
 	}
 	for _, tt := range tests {
@@ -129,12 +177,13 @@ func FuzzUnmarshal(f *testing.F) {
 // encoding/json's struct tags define.
 func FuzzMarshalIsEncodingJSON(f *testing.F) {
 	s := sample()
-	f.Add(s.OrderID[:], s.SaleID, s.ItemID, s.UserID, s.PlacedAt.UnixNano(), true)
+	f.Add(s.OrderID[:], s.SaleID, s.ItemID, s.UserID, s.PlacedAt.UnixNano(), true, "")
 	for _, user := range []string{"a", `quote"`, `back\slash`, "<tag>&", "ünïcode", "\u2028", "\x7f", "user 42"} {
-		f.Add(s.OrderID[:], int64(1), int64(1<<62), user, int64(0), true)
+		f.Add(s.OrderID[:], int64(1), int64(1<<62), user, int64(0), true, "")
+		f.Add(s.OrderID[:], int64(1), int64(2), "u", int64(0), true, user)
 	}
-	f.Add(s.OrderID[:], int64(3), int64(4), "bob", int64(1_700_000_000_000_000_000), false)
-	f.Fuzz(func(t *testing.T, id []byte, sale, item int64, user string, nanos int64, utc bool) {
+	f.Add(s.OrderID[:], int64(3), int64(4), "bob", int64(1_700_000_000_000_000_000), false, "ticket-9")
+	f.Fuzz(func(t *testing.T, id []byte, sale, item int64, user string, nanos int64, utc bool, admission string) {
 		if len(id) != 16 {
 			return
 		}
@@ -142,7 +191,7 @@ func FuzzMarshalIsEncodingJSON(f *testing.F) {
 		if !utc {
 			at = at.In(time.FixedZone("odd", 3*3600+1800))
 		}
-		e := OrderPlaced{Version: Version, OrderID: uuid.UUID(id), SaleID: sale, ItemID: item, UserID: user, PlacedAt: at}
+		e := OrderPlaced{Version: Version, OrderID: uuid.UUID(id), SaleID: sale, ItemID: item, UserID: user, PlacedAt: at, AdmissionID: admission}
 		got, err := e.Marshal()
 		if e.Validate() != nil {
 			if err == nil {

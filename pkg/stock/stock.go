@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,7 +231,9 @@ func (s *Store) reserveOn(ctx context.Context, l layout, k int, itemID int64, us
 
 // spentTokensTTL is how long a sale's spent admission tokens are kept, in
 // seconds for the reserve script: as long as a sale may run.
-var spentTokensTTL = strconv.Itoa(int((7 * 24 * time.Hour).Seconds()))
+var spentTokensTTL = strconv.FormatInt(spentTokensSeconds, 10)
+
+const spentTokensSeconds = int64(7 * 24 * time.Hour / time.Second)
 
 // Release gives back the unit that orderID holds, for an order that ended
 // (expired, cancelled): the admission token its reservation spent stays
@@ -362,6 +365,53 @@ func (s *Store) loadSlot(ctx context.Context, l layout, tag, epoch, msg string, 
 	}
 	if err := s.load.Exec(ctx, s.client, keys, args).Error(); err != nil {
 		return fmt.Errorf("load sale %d (%s): %w", l.sale, tag, err)
+	}
+	return nil
+}
+
+// SpentAdmission is an admission token that bought a unit in a sale: its
+// id, and the shopper it was issued to (whose shard keeps it).
+type SpentAdmission struct {
+	UserID  string
+	TokenID string
+}
+
+// spentPage bounds the members of one SADD that RestoreSpent sends.
+const spentPage = 1000
+
+// RestoreSpent adds admissions to the sale's spent sets, each in its
+// shopper's shard, as the reserve script spends them (with the same
+// expiry). It only adds: a set Redis kept stays as it was. It is for a hot
+// copy rebuilt from PostgreSQL after a Redis loss, before the stock is
+// loaded, so that no purchase can spend one of them in between.
+func (s *Store) RestoreSpent(ctx context.Context, saleID int64, spent []SpentAdmission) error {
+	if len(spent) == 0 {
+		return nil
+	}
+	l, err := s.layout(saleID)
+	if err != nil {
+		return err
+	}
+	byShard := make([][]string, l.shards)
+	for _, a := range spent {
+		k := l.shardOf(a.UserID)
+		byShard[k] = append(byShard[k], a.TokenID)
+	}
+	var cmds rueidis.Commands
+	for k, ids := range byShard {
+		if len(ids) == 0 {
+			continue
+		}
+		key := tokensOf(l.tag(k))
+		for page := range slices.Chunk(ids, spentPage) {
+			cmds = append(cmds, s.client.B().Sadd().Key(key).Member(page...).Build())
+		}
+		cmds = append(cmds, s.client.B().Expire().Key(key).Seconds(spentTokensSeconds).Build())
+	}
+	for _, r := range s.client.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("restore spent admissions of sale %d: %w", saleID, err)
+		}
 	}
 	return nil
 }

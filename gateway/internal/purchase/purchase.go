@@ -208,7 +208,7 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 
 	placed := event.OrderPlaced{
 		Version: event.Version, OrderID: orderID, SaleID: saleID, ItemID: itemID,
-		UserID: userID, PlacedAt: b.now().UTC(),
+		UserID: userID, PlacedAt: b.now().UTC(), AdmissionID: tokenID,
 	}
 	payload, err := placed.Marshal()
 	if err != nil {

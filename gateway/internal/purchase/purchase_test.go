@@ -528,6 +528,42 @@ func TestRefusedPurchaseGivesItsTokenBack(t *testing.T) {
 	}
 }
 
+// recordingPublisher acknowledges every event and keeps its payload.
+type recordingPublisher struct{ payloads *[][]byte }
+
+func (p recordingPublisher) Publish(_ int64, payload []byte) error {
+	*p.payloads = append(*p.payloads, append([]byte(nil), payload...))
+	return nil
+}
+
+// The event of a queued sale's purchase names the admission its
+// reservation spent, which the order service keeps with the order: a hot
+// copy rebuilt from PostgreSQL after a Redis loss knows it spent. An
+// unqueued sale's names none.
+func TestEventNamesTheAdmissionSpent(t *testing.T) {
+	ctx := testenv.Context(t)
+	rc, st, sale := admittedSale(t, 3)
+	const item = 1
+	var payloads [][]byte
+	b := NewBuyer(rc, st, recordingPublisher{&payloads}, &fakeSettler{}, nil, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for user, token := range map[string]string{"alice": "ticket-7", "bob": ""} {
+		payloads = nil
+		if _, err := b.Buy(ctx, sale, item, user, token); err != nil {
+			t.Fatalf("%s: %v", user, err)
+		}
+		if len(payloads) != 1 {
+			t.Fatalf("%s: %d events published, want 1", user, len(payloads))
+		}
+		e, err := event.Unmarshal(payloads[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.UserID != user || e.AdmissionID != token {
+			t.Errorf("event %s: user %q, admission %q; want %q, %q", payloads[0], e.UserID, e.AdmissionID, user, token)
+		}
+	}
+}
+
 // pausingPublisher acknowledges every event after moving the buyer's clock
 // on by pause: a gateway frozen between its reservation and the ack.
 type pausingPublisher struct {

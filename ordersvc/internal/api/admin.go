@@ -205,7 +205,7 @@ func (a *Admin) loadStock(base context.Context, rctx *fasthttp.RequestCtx) {
 		a.fail(rctx, "load stock", err)
 		return
 	}
-	a.log.Info("stock loaded", "sale", id, "items", len(res.Items), "holders", res.Holders, "force", force)
+	a.log.Info("stock loaded", "sale", id, "items", len(res.Items), "holders", res.Holders, "spent_admissions", res.SpentAdmissions, "force", force)
 	writeJSON(rctx, fasthttp.StatusOK, res)
 }
 

@@ -226,6 +226,11 @@ func (s *Service) reconcileOnce(ctx context.Context, saleID int64, repair bool) 
 				return Reconciliation{}, err
 			}
 		}
+		// A copy that drifted may have lost admissions too (a failover that
+		// lost the last writes): those orders were placed with go back.
+		if err := s.restoreSpent(ctx, saleID); err != nil {
+			return Reconciliation{}, fmt.Errorf("repair sale %d: %w", saleID, err)
+		}
 		final, err := s.reconcile(ctx, saleID, repair)
 		return final.withWrittenOff(off), err
 	}
@@ -237,6 +242,16 @@ func (s *Service) reconcileOnce(ctx context.Context, saleID int64, repair bool) 
 		return rec, fmt.Errorf("reconcile sale %d: %w", saleID, err)
 	}
 	return rec, nil
+}
+
+// restoreSpent puts back in Redis the admissions the sale's orders were
+// placed with (stock.RestoreSpent only adds).
+func (s *Service) restoreSpent(ctx context.Context, saleID int64) error {
+	spent, err := s.store.SpentAdmissions(ctx, saleID)
+	if err != nil {
+		return err
+	}
+	return s.stock.RestoreSpent(ctx, saleID, spent)
 }
 
 // requeueStale runs again the releases of the stale holders a read-only

@@ -606,3 +606,33 @@ func storeAndRedis(t *testing.T) (*store.Store, rueidis.Client) {
 	t.Cleanup(rc.Close)
 	return st, rc
 }
+
+// A repair puts back the admissions the sale's orders were placed with: a
+// failover that lost a holder may have lost her spent admission with it.
+func TestRepairPutsBackSpentAdmissions(t *testing.T) {
+	t.Parallel()
+	st, rc := storeAndRedis(t)
+	ctx := testenv.Context(t)
+	stk := stock.New(rc)
+	sl := testdb.Sale(t, st, 5)
+	testdb.Load(t, st, stk, sl.ID)
+	item := sl.Items[0].ID
+	e := event.OrderPlaced{Version: event.Version, OrderID: uuid.New(), SaleID: sl.ID, ItemID: item,
+		UserID: "u0", PlacedAt: time.Now(), AdmissionID: "t-u0"}
+	if _, err := stk.ReserveAdmitted(ctx, sl.ID, item, e.UserID, e.OrderID.String(), e.AdmissionID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PersistBatch(ctx, []event.OrderPlaced{e}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Do(ctx, rc.B().Del().Key(stock.HoldersKey(sl.ID), stock.SpentTokensKey(sl.ID)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	svc := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithSettle(100*time.Millisecond))
+	if rec, err := svc.Reconcile(ctx, sl.ID, true); err != nil || !rec.Repaired {
+		t.Fatalf("Reconcile = %+v, %v; want a repair", rec, err)
+	}
+	if spent, holding, err := stk.AdmissionSpent(ctx, sl.ID, "u0", "t-u0"); err != nil || !spent || !holding {
+		t.Errorf("after the repair: admission spent %v, holding %v (%v); want both", spent, holding, err)
+	}
+}

@@ -283,13 +283,18 @@ func (s *Service) LoadStock(ctx context.Context, saleID int64, force bool) (Load
 			return LoadResult{}, fmt.Errorf("load stock of sale %d: %w", saleID, err)
 		}
 	}
+	// The admissions first: until the stock is loaded no purchase can
+	// spend one of them again.
+	if err := s.stock.RestoreSpent(ctx, saleID, snap.Spent); err != nil {
+		return LoadResult{}, err
+	}
 	if err := s.stock.Load(ctx, saleID, snap.Items, snap.Holders); err != nil {
 		return LoadResult{}, err
 	}
 	if _, err := s.requeueEnded(ctx, saleID, snap.Holders); err != nil {
 		return LoadResult{}, fmt.Errorf("load stock of sale %d: %w", saleID, err)
 	}
-	res := LoadResult{SaleID: saleID, Items: make([]LoadedItem, 0, len(snap.Items)), Holders: len(snap.Holders)}
+	res := LoadResult{SaleID: saleID, Items: make([]LoadedItem, 0, len(snap.Items)), Holders: len(snap.Holders), SpentAdmissions: len(snap.Spent)}
 	for _, it := range snap.Items {
 		res.Items = append(res.Items, LoadedItem{ItemID: it.ItemID, Left: it.Left})
 	}

@@ -357,3 +357,51 @@ func TestDecodeCreateQueueSettings(t *testing.T) {
 		})
 	}
 }
+
+// An admission buys once, also after a Redis loss: a load from PostgreSQL
+// puts back in the sale's spent set the admissions its orders were placed
+// with, active or ended, and not those of orders that never existed (a
+// rejected one's admission went back with its unit).
+func TestLoadStockPutsBackSpentAdmissions(t *testing.T) {
+	t.Parallel()
+	ctx, st, rc, stk, sl := loadedSale(t, 5)
+	svc := sale.NewService(st, stk)
+	item := sl.Items[0].ID
+	ev := func(user, admission string) event.OrderPlaced {
+		return event.OrderPlaced{Version: event.Version, OrderID: uuid.New(), SaleID: sl.ID, ItemID: item,
+			UserID: user, PlacedAt: time.Now(), AdmissionID: admission}
+	}
+	evs := []event.OrderPlaced{ev("holding", "t-holding"), ev("cancelled", "t-cancelled"),
+		ev("holding", "t-rejected"), ev("unqueued", "")} // the third: ALREADY_ACTIVE, rejected
+	if _, err := st.PersistBatch(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Cancel(ctx, evs[1].OrderID, "cancelled"); err != nil {
+		t.Fatal(err)
+	}
+	// The sale's copy in Redis lost, spent admissions and all.
+	if _, err := testenv.DeleteKeys(ctx, rc, fmt.Sprintf("{fs:%d}*", sl.ID)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.LoadStock(ctx, sl.ID, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SpentAdmissions != 2 || res.Holders != 2 {
+		t.Errorf("load: %d spent admissions and %d holders put back, want 2 and 2", res.SpentAdmissions, res.Holders)
+	}
+	for _, c := range []struct {
+		user, admission string
+		spent           bool
+	}{{"holding", "t-holding", true}, {"cancelled", "t-cancelled", true}, {"holding", "t-rejected", false}} {
+		spent, _, err := stk.AdmissionSpent(ctx, sl.ID, c.user, c.admission)
+		if err != nil || spent != c.spent {
+			t.Errorf("%s's admission %s spent: %v (%v), want %v", c.user, c.admission, spent, err, c.spent)
+		}
+	}
+	// Her order cancelled, the shopper holds nothing: only her spent
+	// admission stops a second purchase with it.
+	if _, err := stk.ReserveAdmitted(ctx, sl.ID, item, "cancelled", uuid.NewString(), "t-cancelled"); !errors.Is(err, stock.ErrTokenSpent) {
+		t.Errorf("a purchase with the cancelled order's admission after the load: %v, want ErrTokenSpent", err)
+	}
+}

@@ -93,13 +93,13 @@ const (
 	sqlInsert = `
 		WITH input AS (
 			SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::text[],
-			                     $6::timestamptz[], $7::timestamptz[], $8::text[])
-			  AS t(id, sale_id, item_id, user_id, status, created_at, expires_at, reject_reason)
+			                     $6::timestamptz[], $7::timestamptz[], $8::text[], $9::text[])
+			  AS t(id, sale_id, item_id, user_id, status, created_at, expires_at, reject_reason, admission_id)
 		), ins AS (
 			INSERT INTO flash_sale_order
-			  (id, sale_id, item_id, user_id, status, created_at, expires_at, reject_reason, closed_at)
+			  (id, sale_id, item_id, user_id, status, created_at, expires_at, reject_reason, closed_at, admission_id)
 			SELECT id, sale_id, item_id, user_id, status, created_at, expires_at, nullif(reject_reason, ''),
-			       CASE WHEN status = 'REJECTED' THEN now() END
+			       CASE WHEN status = 'REJECTED' THEN now() END, nullif(admission_id, '')
 			FROM input
 			ON CONFLICT (id) DO NOTHING
 			RETURNING id, sale_id, item_id, user_id, status, reject_reason
@@ -300,6 +300,7 @@ type batchPlan struct {
 	createdAts []time.Time
 	expiresAts []time.Time
 	reasons    []string
+	admissions []string
 	events     []int // event index per row
 }
 
@@ -313,6 +314,7 @@ func newBatchPlan(n int) *batchPlan {
 		createdAts: make([]time.Time, 0, n),
 		expiresAts: make([]time.Time, 0, n),
 		reasons:    make([]string, 0, n),
+		admissions: make([]string, 0, n),
 		events:     make([]int, 0, n),
 	}
 }
@@ -327,14 +329,15 @@ func (p *batchPlan) add(r orderRow) {
 	p.createdAts = append(p.createdAts, r.order.PlacedAt)
 	p.expiresAts = append(p.expiresAts, r.expires)
 	p.reasons = append(p.reasons, r.reason)
+	p.admissions = append(p.admissions, r.order.AdmissionID)
 	p.events = append(p.events, r.event)
 }
 
 func (p *batchPlan) len() int { return len(p.ids) }
 
-// args are sqlInsert's parameters $1 to $8, in order.
+// args are sqlInsert's parameters $1 to $9, in order.
 func (p *batchPlan) args() []any {
-	return []any{uuidArray(p.ids), p.sales, p.items, p.users, p.statuses, p.createdAts, p.expiresAts, p.reasons}
+	return []any{uuidArray(p.ids), p.sales, p.items, p.users, p.statuses, p.createdAts, p.expiresAts, p.reasons, p.admissions}
 }
 
 // markLost marks as Duplicate, in out, the planned rows that the INSERT

@@ -97,7 +97,7 @@ func TestPlanBatch(t *testing.T) {
 	events := []event.OrderPlaced{
 		{OrderID: a, SaleID: 1, ItemID: 10, UserID: "u1", PlacedAt: placed},
 		{OrderID: a, SaleID: 1, ItemID: 10, UserID: "u1", PlacedAt: placed}, // same id again
-		{OrderID: b, SaleID: 1, ItemID: 10, UserID: "u1", PlacedAt: placed}, // u1 active by now
+		{OrderID: b, SaleID: 1, ItemID: 10, UserID: "u1", PlacedAt: placed, AdmissionID: "t-b"}, // u1 active by now
 		{OrderID: c, SaleID: 1, ItemID: 99, UserID: "u2", PlacedAt: placed}, // unknown item
 	}
 	out := make([]Outcome, len(events))
@@ -120,6 +120,7 @@ func TestPlanBatch(t *testing.T) {
 		[]time.Time{placed, placed},
 		[]time.Time{placed.Add(time.Minute), placed},
 		[]string{"", ReasonAlreadyActive},
+		[]string{"", "t-b"},
 	}
 	if diff := cmp.Diff(plan.args(), want); diff != "" {
 		t.Errorf("args (-got +want):\n%s", diff)

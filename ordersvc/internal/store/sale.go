@@ -258,6 +258,10 @@ type StockSnapshot struct {
 	Sale    Sale
 	Items   []stock.ItemStock
 	Holders []stock.Holder
+	// Spent are the admissions orders were placed with: active or ended,
+	// not rejected (a rejected order never existed, and the relay gave its
+	// admission back). An admission buys once.
+	Spent []stock.SpentAdmission
 }
 
 // StockSnapshot computes the sale's hot copy from active orders, in one
@@ -283,12 +287,32 @@ func (s *Store) StockSnapshot(ctx context.Context, saleID int64) (StockSnapshot,
 			SELECT user_id, id::text FROM flash_sale_order
 			WHERE sale_id = $1 AND status IN ('PENDING', 'PAID')
 			ORDER BY user_id`, saleID)
+		if err != nil {
+			return err
+		}
+		snap.Spent, err = spentAdmissions(ctx, tx, saleID)
 		return err
 	})
 	if err != nil {
 		return StockSnapshot{}, fmt.Errorf("stock snapshot of sale %d: %w", saleID, err)
 	}
 	return snap, nil
+}
+
+// SpentAdmissions are the admissions the sale's orders were placed with
+// (see StockSnapshot.Spent).
+func (s *Store) SpentAdmissions(ctx context.Context, saleID int64) ([]stock.SpentAdmission, error) {
+	spent, err := spentAdmissions(ctx, s.pool, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("sale %d: %w", saleID, err)
+	}
+	return spent, nil
+}
+
+func spentAdmissions(ctx context.Context, q querier, saleID int64) ([]stock.SpentAdmission, error) {
+	return collect(ctx, q, "read spent admissions", pgx.RowToStructByPos[stock.SpentAdmission], `
+		SELECT user_id, admission_id FROM flash_sale_order
+		WHERE sale_id = $1 AND admission_id IS NOT NULL AND status <> 'REJECTED'`, saleID)
 }
 
 // LockSaleWrites takes the sale's advisory lock on a session of its own, so

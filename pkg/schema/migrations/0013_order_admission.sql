@@ -1,0 +1,14 @@
+-- 0013: the admission each order's reservation spent.
+--
+-- On a queued sale the gateway lets a shopper buy only with an admission
+-- token, and an admission buys once: the reserve script adds the token's id
+-- to the sale's spent set in Redis, in the same step as the reservation.
+-- That set lived only in Redis, so after a Redis loss a shopper whose
+-- order had ended (expired, cancelled) could buy again with the same
+-- admission (SECURITY.md, gap 11). The event now carries the admission's
+-- id, the consumer keeps it here, and the load that rebuilds a sale's hot
+-- copy from PostgreSQL puts back every admission an order was placed
+-- with. NULL for unqueued sales and for orders placed before this column.
+-- Adding a nullable column with no default rewrites nothing.
+ALTER TABLE flash_sale_order ADD COLUMN IF NOT EXISTS admission_id text
+    CHECK (admission_id IS NULL OR length(admission_id) BETWEEN 1 AND 64);
