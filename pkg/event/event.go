@@ -36,7 +36,8 @@ type OrderPlaced struct {
 	// ticket), for a queued sale; "" otherwise, and then not written. The
 	// order service keeps it with the order, so that a hot copy rebuilt
 	// from PostgreSQL after a Redis loss knows which admissions bought a
-	// unit (an admission buys once). Readers before it ignore the field.
+	// unit (an admission buys once). Readers before it ignore the field;
+	// see ValidAdmissionID.
 	AdmissionID string `json:"admissionId,omitempty"`
 }
 
@@ -59,9 +60,12 @@ func ValidUserID(id string) bool {
 	return true
 }
 
-// validAdmissionID: "" (no admission), or 1 to MaxAdmissionIDLen bytes of
-// printable ASCII.
-func validAdmissionID(id string) bool {
+// ValidAdmissionID reports whether an admission id can be kept with its
+// order: "" (no admission), or 1 to MaxAdmissionIDLen bytes of printable
+// ASCII. An event is valid whatever its admission id: the field is
+// bookkeeping, and an order must not be lost to it; a gateway leaves out an
+// id that is not valid, and the order service stores none for it.
+func ValidAdmissionID(id string) bool {
 	if len(id) > MaxAdmissionIDLen {
 		return false
 	}
@@ -187,8 +191,6 @@ func (e OrderPlaced) Validate() error {
 		return fmt.Errorf("%w: user id of %d bytes is empty, too long or has control characters", ErrInvalid, len(e.UserID))
 	case e.PlacedAt.IsZero():
 		return fmt.Errorf("%w: missing placedAt", ErrInvalid)
-	case !validAdmissionID(e.AdmissionID):
-		return fmt.Errorf("%w: admission id of %d bytes is too long or not printable ASCII", ErrInvalid, len(e.AdmissionID))
 	}
 	return nil
 }

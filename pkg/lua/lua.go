@@ -26,8 +26,8 @@ var ReturnToken string
 //go:embed load.lua
 var Load string
 
-// HoldersState reads a slot's holder count and holders' version at one
-// instant.
+// HoldersState reads a slot's holders' state at one instant, or records
+// it as settled if it is still the state read before.
 //
 //go:embed holders_state.lua
 var HoldersState string

@@ -65,10 +65,11 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 redis.call('HDEL', KEYS[2], ARGV[1])
 -- The order service's abandoned-reservation pass skips a slot whose holder
--- count and version are the ones it last found every holder explained at
--- (field "settled"; holders_state.lua). A reservation raises the count; a
--- release lowers it and bumps the version, so a reservation that takes
--- the released holder's place is never taken for the settled state.
+-- count, version and epoch are the ones it last found every holder
+-- explained at (field "settled"; holders_state.lua). A reservation raises
+-- the count; a release lowers it and bumps the version, so a reservation
+-- that takes the released holder's place is never taken for the settled
+-- state.
 redis.call('HINCRBY', KEYS[6], 'v', 1)
 giveBack(ARGV[6])
 if ARGV[5] == 'drop' then

@@ -122,10 +122,10 @@ func journalOf(tag string) string     { return tag + ":moves" }
 func appliedOf(tag string) string     { return tag + ":moves-in" }
 func epochOf(tag string) string       { return tag + ":epoch" }
 
-// holdersVersionOf counts the writes that take holders away from the slot
-// (field "v": release.lua, load.lua, a repair) and keeps the holder count
-// and version at which the abandoned-reservation pass last found every
-// holder explained (field "settled"; HolderState, MarkSettled).
+// holdersVersionOf counts the releases that took holders away from the
+// slot (field "v": release.lua) and keeps the state at which
+// the abandoned-reservation pass last found every holder explained (field
+// "settled"; holders_state.lua, HolderState, MarkSettled).
 func holdersVersionOf(tag string) string { return tag + ":holders-v" }
 
 func tagOfKey(key string) string {

@@ -168,9 +168,8 @@ func writeCopy(b rueidis.Builder, saleID int64, cp *Copy) (rueidis.Commands, err
 			}
 			tx = append(tx, h.Build())
 		}
-		// A rewrite of the holders, like a load's (load.lua).
-		tx = append(tx, b.Hincrby().Key(holdersVersionOf(saleTag(saleID))).Field("v").Increment(1).Build())
-		// The epoch says the hot copy is loaded (HeldBy), as a load's does.
+		// The epoch says the hot copy is loaded (HeldBy), as a load's does,
+		// and that its holders are not the ones before (holders_state.lua).
 		tx = append(tx, b.Set().Key(epochOf(saleTag(saleID))).Value(strconv.FormatInt(time.Now().UnixMicro(), 10)).Build())
 		tx = append(tx, b.Publish().Channel(ReturnedChannel).Message(strconv.FormatInt(saleID, 10)).Build())
 	}

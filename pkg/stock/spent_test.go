@@ -27,7 +27,7 @@ func testRestoreSpent(t *testing.T, c rueidis.Client, shards int) {
 	newStore, sale := shardedSale(t, c, shards)
 	st := newStore()
 	ctx := testenv.Context(t)
-	const n = 2500 // more than one SADD's page per shard
+	const n = 7000 // each call more than one SADD's page per shard
 	spent := make([]stock.SpentAdmission, 0, n)
 	for i := range n {
 		spent = append(spent, stock.SpentAdmission{UserID: fmt.Sprintf("u%d", i), TokenID: fmt.Sprintf("t%d", i)})
@@ -55,5 +55,11 @@ func testRestoreSpent(t *testing.T, c rueidis.Client, shards int) {
 	}
 	if _, err := st.ReserveAdmitted(ctx, sale, 1, "u-new", "order-new", "t-new"); err != nil {
 		t.Errorf("purchase with an admission never spent: %v", err)
+	}
+	if shards == 1 { // kept as long as the reserve script keeps spent admissions
+		ttl, err := c.Do(ctx, c.B().Ttl().Key(stock.SpentTokensKey(sale)).Build()).AsInt64()
+		if err != nil || ttl < 6*24*3600 {
+			t.Errorf("the spent set's TTL: %d s, %v; want about a week", ttl, err)
+		}
 	}
 }

@@ -58,7 +58,7 @@ type Store struct {
 	slotRead *rueidis.Lua
 	pause    *rueidis.Lua
 	retToken *rueidis.Lua
-	// holdersState reads a slot's holder count and version (HolderState).
+	// holdersState reads a slot's holders' state, or records it settled.
 	holdersState *rueidis.Lua
 	shards       func(saleID int64) (int, error)
 	tags         sync.Map // layoutKey -> []string, the shard tags of a sharded sale
@@ -351,9 +351,9 @@ func (s *Store) Load(ctx context.Context, saleID int64, items []ItemStock, holde
 
 func (s *Store) loadSlot(ctx context.Context, l layout, tag, epoch, msg string, items []ItemStock,
 	value func(ItemStock) (string, int64), holders []Holder) error {
-	keys := make([]string, 0, 5+len(items))
+	keys := make([]string, 0, 4+len(items))
 	args := make([]string, 0, 3+len(items)+2*len(holders))
-	keys = append(keys, holdersOf(tag), journalOf(tag), appliedOf(tag), epochOf(tag), holdersVersionOf(tag))
+	keys = append(keys, holdersOf(tag), journalOf(tag), appliedOf(tag), epochOf(tag))
 	args = append(args, ReturnedChannel, msg, epoch)
 	for _, it := range items {
 		k, v := value(it)
@@ -619,40 +619,37 @@ func (s *Store) HolderCount(ctx context.Context, saleID int64) (int64, error) {
 // found every holder explained among (MarkSettled).
 type HolderState struct {
 	Count int64
-	// Settled: in every shard the holder count and the holders' version
-	// are the ones MarkSettled last recorded (holders_state.lua says why
-	// that means the same holders).
+	// Settled: every shard is in the state MarkSettled last recorded
+	// (holders_state.lua says why that means the same holders).
 	Settled bool
-	shards  []string // per shard, "<count>:<version>" as read
+	shards  []string // per shard, "<count>:<version>:<epoch>" as read
 }
 
-// HolderState reads the sale's holder count and versions, each shard's at
-// one instant (holders_state.lua). The count and the version live in one
-// hash slot, so they are kept and lost together.
+// HolderState reads the sale's holder count and each shard's state, at one
+// instant per shard (holders_state.lua). The holders, their version and
+// the epoch live in one hash slot, so they are kept and lost together.
 func (s *Store) HolderState(ctx context.Context, saleID int64) (HolderState, error) {
 	l, err := s.layout(saleID)
 	if err != nil {
 		return HolderState{}, err
 	}
-	execs := make([]rueidis.LuaExec, 0, l.shards)
-	for k := range l.shards {
-		execs = append(execs, rueidis.LuaExec{Keys: []string{holdersOf(l.tag(k)), holdersVersionOf(l.tag(k))}})
-	}
 	st := HolderState{Settled: true, shards: make([]string, 0, l.shards)}
-	for _, r := range s.holdersState.ExecMulti(ctx, s.client, execs...) {
+	for _, r := range s.holdersState.ExecMulti(ctx, s.client, s.holdersStateExecs(l)...) {
 		vs, err := r.ToArray()
-		if err != nil || len(vs) != 3 {
-			return HolderState{}, fmt.Errorf("read holders' state of sale %d: %d replies, %w", saleID, len(vs), err)
+		if err != nil {
+			return HolderState{}, fmt.Errorf("read holders' state of sale %d: %w", saleID, err)
+		}
+		if len(vs) != 3 {
+			return HolderState{}, fmt.Errorf("read holders' state of sale %d: %d replies, want 3", saleID, len(vs))
 		}
 		n, err := vs[0].AsInt64()
 		if err != nil {
 			return HolderState{}, fmt.Errorf("read holders' state of sale %d: count: %w", saleID, err)
 		}
-		v, err := vs[1].AsInt64()
+		now, err := vs[1].ToString()
 		if err != nil {
-			return HolderState{}, fmt.Errorf("read holders' state of sale %d: version: %w", saleID, err)
+			return HolderState{}, fmt.Errorf("read holders' state of sale %d: %w", saleID, err)
 		}
-		now := strconv.FormatInt(n, 10) + ":" + strconv.FormatInt(v, 10)
 		settled, err := vs[2].ToString()
 		if err != nil && !rueidis.IsRedisNil(err) {
 			return HolderState{}, fmt.Errorf("read holders' state of sale %d: settled: %w", saleID, err)
@@ -667,9 +664,8 @@ func (s *Store) HolderState(ctx context.Context, saleID int64) (HolderState, err
 // MarkSettled records that a pass which read st before reading the holders
 // found every holder explained: until a holder is added or taken away,
 // HolderState reports the sale Settled, so the pass need not read it. A
-// change meanwhile moved the count or the version past st's, so the sale
-// is read next time. Two passes marking at once may leave the older
-// state; that costs one more read, never a skipped holder.
+// shard whose state changed since st was read is not recorded (the script
+// compares), so it is read next time.
 func (s *Store) MarkSettled(ctx context.Context, saleID int64, st HolderState) error {
 	l, err := s.layout(saleID)
 	if err != nil {
@@ -678,16 +674,26 @@ func (s *Store) MarkSettled(ctx context.Context, saleID int64, st HolderState) e
 	if len(st.shards) != l.shards {
 		return fmt.Errorf("mark sale %d settled: state of %d shards, the sale has %d", saleID, len(st.shards), l.shards)
 	}
-	cmds := make(rueidis.Commands, 0, l.shards)
-	for k, state := range st.shards {
-		cmds = append(cmds, s.client.B().Hset().Key(holdersVersionOf(l.tag(k))).FieldValue().FieldValue("settled", state).Build())
+	execs := s.holdersStateExecs(l)
+	for k := range execs {
+		execs[k].Args = []string{st.shards[k]}
 	}
-	for _, r := range s.client.DoMulti(ctx, cmds...) {
+	for _, r := range s.holdersState.ExecMulti(ctx, s.client, execs...) {
 		if err := r.Error(); err != nil {
 			return fmt.Errorf("mark sale %d settled: %w", saleID, err)
 		}
 	}
 	return nil
+}
+
+// holdersStateExecs are holders_state.lua's calls, one per shard.
+func (s *Store) holdersStateExecs(l layout) []rueidis.LuaExec {
+	execs := make([]rueidis.LuaExec, 0, l.shards)
+	for k := range l.shards {
+		tag := l.tag(k)
+		execs = append(execs, rueidis.LuaExec{Keys: []string{holdersOf(tag), holdersVersionOf(tag), epochOf(tag)}})
+	}
+	return execs
 }
 
 // HoldersPage is how many holders one HSCAN call asks Redis for. Redis

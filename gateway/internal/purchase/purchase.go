@@ -208,7 +208,10 @@ func (b *Buyer) Buy(ctx context.Context, saleID, itemID int64, userID, tokenID s
 
 	placed := event.OrderPlaced{
 		Version: event.Version, OrderID: orderID, SaleID: saleID, ItemID: itemID,
-		UserID: userID, PlacedAt: b.now().UTC(), AdmissionID: tokenID,
+		UserID: userID, PlacedAt: b.now().UTC(),
+	}
+	if event.ValidAdmissionID(tokenID) { // always, with today's tickets
+		placed.AdmissionID = tokenID
 	}
 	payload, err := placed.Marshal()
 	if err != nil {

@@ -44,9 +44,9 @@ type Abandonment struct {
 //
 // A sale whose last pass found every holder with an order row is not read
 // again until a holder is added or taken away: a reservation raises its
-// slot's holder count, and a release, a load or a repair bumps the slot's
-// holders' version, so a reservation in a released holder's place is
-// seen too. The pass records in Redis the count and version it found
+// slot's holder count, a release bumps the slot's holders' version (so a
+// reservation in a released holder's place is seen too), and a load or a
+// repair sets a new epoch. The pass records in Redis the state it found
 // settled (stock.HolderState, MarkSettled). Such a sale costs one small
 // script per shard, and the record outlives the order service: a fresh
 // one does not read every open sale's holders again.

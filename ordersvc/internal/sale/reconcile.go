@@ -191,6 +191,12 @@ func (s *Service) reconcileOnce(ctx context.Context, saleID int64, repair bool) 
 			return Reconciliation{}, fmt.Errorf("repair sale %d: %w", saleID, err)
 		}
 		defer unlock()
+		// A failover that lost the last writes may have lost spent
+		// admissions too, even of orders that ended since, which leave the
+		// copy looking clean: those orders were placed with go back first.
+		if err := s.restoreSpent(ctx, saleID); err != nil {
+			return Reconciliation{}, fmt.Errorf("repair sale %d: %w", saleID, err)
+		}
 		rec, err := s.reconcile(ctx, saleID, false)
 		if err != nil {
 			return Reconciliation{}, err
@@ -225,11 +231,6 @@ func (s *Service) reconcileOnce(ctx context.Context, saleID int64, repair bool) 
 			if err := s.awaitPersisted(ctx, saleID, rec.unplaced); err != nil {
 				return Reconciliation{}, err
 			}
-		}
-		// A copy that drifted may have lost admissions too (a failover that
-		// lost the last writes): those orders were placed with go back.
-		if err := s.restoreSpent(ctx, saleID); err != nil {
-			return Reconciliation{}, fmt.Errorf("repair sale %d: %w", saleID, err)
 		}
 		final, err := s.reconcile(ctx, saleID, repair)
 		return final.withWrittenOff(off), err

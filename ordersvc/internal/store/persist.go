@@ -329,7 +329,11 @@ func (p *batchPlan) add(r orderRow) {
 	p.createdAts = append(p.createdAts, r.order.PlacedAt)
 	p.expiresAts = append(p.expiresAts, r.expires)
 	p.reasons = append(p.reasons, r.reason)
-	p.admissions = append(p.admissions, r.order.AdmissionID)
+	admission := r.order.AdmissionID
+	if !event.ValidAdmissionID(admission) {
+		admission = "" // the column's check would refuse the whole batch
+	}
+	p.admissions = append(p.admissions, admission)
 	p.events = append(p.events, r.event)
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -96,9 +97,9 @@ func TestPlanBatch(t *testing.T) {
 	a, b, c := uuid.New(), uuid.New(), uuid.New()
 	events := []event.OrderPlaced{
 		{OrderID: a, SaleID: 1, ItemID: 10, UserID: "u1", PlacedAt: placed},
-		{OrderID: a, SaleID: 1, ItemID: 10, UserID: "u1", PlacedAt: placed}, // same id again
+		{OrderID: a, SaleID: 1, ItemID: 10, UserID: "u1", PlacedAt: placed},                     // same id again
 		{OrderID: b, SaleID: 1, ItemID: 10, UserID: "u1", PlacedAt: placed, AdmissionID: "t-b"}, // u1 active by now
-		{OrderID: c, SaleID: 1, ItemID: 99, UserID: "u2", PlacedAt: placed}, // unknown item
+		{OrderID: c, SaleID: 1, ItemID: 99, UserID: "u2", PlacedAt: placed},                     // unknown item
 	}
 	out := make([]Outcome, len(events))
 	uniq := dedupe(events, out)
@@ -135,5 +136,28 @@ func TestPlanBatch(t *testing.T) {
 	}
 	if diff := cmp.Diff(out, wantOut); diff != "" {
 		t.Errorf("outcomes (-got +want):\n%s", diff)
+	}
+}
+
+// An admission id the column's check would refuse (and with it the whole
+// batch, retried for ever) is stored as none: the order is kept.
+func TestPlanDropsAnAdmissionIDItCannotKeep(t *testing.T) {
+	placed := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	events := []event.OrderPlaced{
+		{OrderID: uuid.New(), SaleID: 1, ItemID: 10, UserID: "u1", PlacedAt: placed, AdmissionID: strings.Repeat("t", event.MaxAdmissionIDLen+1)},
+		{OrderID: uuid.New(), SaleID: 1, ItemID: 10, UserID: "u2", PlacedAt: placed, AdmissionID: "t-u2"},
+	}
+	out := make([]Outcome, len(events))
+	pc := &prechecks{
+		items:    map[int64]*lockedItem{10: {saleID: 1, left: 5, ttl: time.Minute}},
+		existing: map[uuid.UUID]existingOrder{},
+		active:   map[saleUser]bool{},
+	}
+	plan := pc.plan(events, dedupe(events, out), out)
+	if diff := cmp.Diff(plan.admissions, []string{"", "t-u2"}); diff != "" {
+		t.Errorf("admission ids (-got +want):\n%s", diff)
+	}
+	if out[0].Kind != Accepted || out[1].Kind != Accepted {
+		t.Errorf("outcomes %+v, want both accepted", out)
 	}
 }
