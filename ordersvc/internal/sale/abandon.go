@@ -47,9 +47,13 @@ type Abandonment struct {
 // slot's holder count, a release bumps the slot's holders' version (so a
 // reservation in a released holder's place is seen too), and a load or a
 // repair sets a new epoch. The pass records in Redis the state it found
-// settled (stock.HolderState, MarkSettled). Such a sale costs one small
-// script per shard, and the record outlives the order service: a fresh
-// one does not read every open sale's holders again.
+// settled (stock.HolderState, MarkSettled), and the record outlives the
+// order service: a fresh one does not read every open sale's holders
+// again. A sale this service found settled is asked about again only once
+// per in-flight window (one small script per shard): a reservation made
+// since is younger than the window, so it is read before it could be
+// taken for abandoned, and a dead gateway's unit comes back no later than
+// if every pass asked.
 //
 // The holders are read at the pace WithHolderReadRate sets, so a pass over
 // many open sales' holders takes that long, and the next sale's waits for
@@ -58,12 +62,20 @@ type Abandonment struct {
 // the sale's holders.
 func (s *Service) ReleaseAbandoned(ctx context.Context, saleID int64) (Abandonment, error) {
 	now := time.Now()
+	if s.settled.within(saleID, now, s.window) {
+		return Abandonment{SaleID: saleID}, nil
+	}
 	cctx, cancel := context.WithTimeout(ctx, abandonCountTimeout)
 	st, err := s.stock.HolderState(cctx, saleID)
 	cancel()
-	if err != nil || st.Settled {
+	if err != nil {
 		return Abandonment{SaleID: saleID}, err
 	}
+	if st.Settled {
+		s.settled.mark(saleID, now)
+		return Abandonment{SaleID: saleID}, nil
+	}
+	s.settled.forget(saleID)
 	ctx, cancel = context.WithTimeout(ctx, s.readTime(st.Count)+s.abandonTimeout())
 	defer cancel()
 	holders, err := s.stock.HoldersPaced(ctx, saleID, s.pace)
@@ -72,7 +84,8 @@ func (s *Service) ReleaseAbandoned(ctx context.Context, saleID int64) (Abandonme
 	}
 	res, err := s.releaseAbandoned(ctx, saleID, holders, now, false)
 	if err == nil && s.persisted.hasAll(saleID, holders) {
-		// A mark that fails costs the next pass a read, nothing more.
+		// A mark that fails, or finds the sale changed, costs the next
+		// pass a read, nothing more.
 		_ = s.stock.MarkSettled(ctx, saleID, st)
 	}
 	return res, err
@@ -232,6 +245,7 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 	stuck := map[int64]int{} // sale -> abandoned reservations of unknown item, at the last pass
 	s.everyOpenSale(ctx, interval, log, "abandoned reservations: list open sales", func(ids []int64) {
 		s.persisted.keep(ids)
+		s.settled.keep(ids)
 		var unattributed int
 		for _, id := range ids {
 			res, err := s.ReleaseAbandoned(ctx, id)
@@ -329,4 +343,41 @@ func keepOpen[V any](sales map[int64]V, open []int64) {
 			delete(sales, id)
 		}
 	}
+}
+
+// settled remembers, per open sale, when a pass last found its holders in
+// the state recorded settled in Redis (see ReleaseAbandoned).
+type settled struct {
+	mu    sync.Mutex
+	sales map[int64]time.Time
+}
+
+// within reports whether the sale was found settled less than d before now.
+func (s *settled) within(saleID int64, now time.Time, d time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.sales[saleID]
+	return ok && now.Sub(at) < d
+}
+
+func (s *settled) mark(saleID int64, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sales == nil {
+		s.sales = map[int64]time.Time{}
+	}
+	s.sales[saleID] = now
+}
+
+func (s *settled) forget(saleID int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sales, saleID)
+}
+
+// keep forgets the sales not in open.
+func (s *settled) keep(open []int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keepOpen(s.sales, open)
 }

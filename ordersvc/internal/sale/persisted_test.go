@@ -1,6 +1,9 @@
 package sale
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // The memo of holders with a row answers per sale and forgets the sales
 // that are no longer open.
@@ -39,5 +42,33 @@ func TestPersistedHasAll(t *testing.T) {
 	}
 	if p.hasAll(1, map[string]string{"u1": "a", "u3": "c"}) || p.hasAll(2, map[string]string{"u1": "a"}) {
 		t.Error("a holder not known: want false")
+	}
+}
+
+// A sale found settled is within the window of that look, and forgotten
+// when it changed or is no longer open.
+func TestSettledMemo(t *testing.T) {
+	var s settled
+	t0 := time.Unix(1000, 0)
+	const window = 30 * time.Second
+	if s.within(1, t0, window) {
+		t.Fatal("an unknown sale is settled")
+	}
+	s.mark(1, t0)
+	s.mark(2, t0)
+	for _, c := range []struct {
+		sale int64
+		at   time.Duration
+		want bool
+	}{{1, 0, true}, {1, window - time.Millisecond, true}, {1, window, false}, {2, time.Second, true}, {3, 0, false}} {
+		if got := s.within(c.sale, t0.Add(c.at), window); got != c.want {
+			t.Errorf("within(sale %d, +%v) = %v, want %v", c.sale, c.at, got, c.want)
+		}
+	}
+	s.forget(2)
+	s.mark(3, t0)
+	s.keep([]int64{1})
+	if !s.within(1, t0, window) || s.within(2, t0, window) || s.within(3, t0, window) {
+		t.Error("forget(2) and keep(1) left the memo with the wrong sales")
 	}
 }

@@ -157,6 +157,7 @@ type Service struct {
 	pace     stock.Pacer
 
 	persisted persisted // holders known to have an order row (abandon.go)
+	settled   settled   // sales last found settled, and when (abandon.go)
 }
 
 // NewService builds a service.
