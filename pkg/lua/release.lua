@@ -2,8 +2,8 @@
 -- KEYS[1] stock left of the item, KEYS[2] active holders of the sale,
 -- KEYS[3] admission token ids already spent, KEYS[4] KEYS[1]'s pause marker,
 -- KEYS[5] which token each order spent (order id -> token id, "-" once back),
--- KEYS[6] the holders' version, a hash whose field "v" counts every write
---   that takes a holder away (see below)
+-- KEYS[6] the holders' version, a hash whose field "v" changes with every
+--   release that takes a holder away (see below)
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] pub/sub channel told about returned stock,
 -- ARGV[4] message published on it ("<sale>:<item>"),
 -- ARGV[5] "drop" to free the user without returning the unit (an order
@@ -67,10 +67,14 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 -- The order service's abandoned-reservation pass skips a slot whose holder
 -- count, version and epoch are the ones it last found every holder
 -- explained at (field "settled"; holders_state.lua). A reservation raises
--- the count; a release lowers it and bumps the version, so a reservation
--- that takes the released holder's place is never taken for the settled
--- state.
-redis.call('HINCRBY', KEYS[6], 'v', 1)
+-- the count; a release lowers it and gives the version a value it never
+-- had, so a reservation that takes the released holder's place is never
+-- taken for the settled state. Not a count: a replica promoted without
+-- the last releases would count to the same versions again over other
+-- holders. The server's clock, and a counter for two releases in one
+-- microsecond.
+local now = redis.call('TIME')
+redis.call('HSET', KEYS[6], 'v', now[1] .. '.' .. now[2] .. '.' .. redis.call('HINCRBY', KEYS[6], 'n', 1))
 giveBack(ARGV[6])
 if ARGV[5] == 'drop' then
   return 1

@@ -122,8 +122,8 @@ func journalOf(tag string) string     { return tag + ":moves" }
 func appliedOf(tag string) string     { return tag + ":moves-in" }
 func epochOf(tag string) string       { return tag + ":epoch" }
 
-// holdersVersionOf counts the releases that took holders away from the
-// slot (field "v": release.lua) and keeps the state at which
+// holdersVersionOf holds a value each release that takes a holder away
+// from the slot changes (field "v": release.lua) and the state at which
 // the abandoned-reservation pass last found every holder explained (field
 // "settled"; holders_state.lua, HolderState, MarkSettled).
 func holdersVersionOf(tag string) string { return tag + ":holders-v" }

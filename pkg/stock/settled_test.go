@@ -95,7 +95,7 @@ func testHolderStateSettles(t *testing.T, c rueidis.Client, shards int) {
 
 	settle("a sale never read", 0)
 	load(holders(twelve...))
-	settle("after a load", 12)
+	first := settle("after a load", 12)
 	for i := range 12 {
 		before := state(fmt.Sprintf("before reservation %d", i), int64(12+i), true)
 		reserve(fmt.Sprintf("b%d", i))
@@ -103,6 +103,9 @@ func testHolderStateSettles(t *testing.T, c rueidis.Client, shards int) {
 		mark(before)
 		settle(fmt.Sprintf("after reservation %d", i), int64(13+i))
 	}
+	// A late mark of an older state leaves the record as it is.
+	mark(first)
+	state("an older state marked late", 24, true)
 
 	// Redis lost the sale (every key, the version and the record with it),
 	// and a reload of the same holders: the version counts from nothing

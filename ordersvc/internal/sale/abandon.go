@@ -44,16 +44,17 @@ type Abandonment struct {
 //
 // A sale whose last pass found every holder with an order row is not read
 // again until a holder is added or taken away: a reservation raises its
-// slot's holder count, a release bumps the slot's holders' version (so a
-// reservation in a released holder's place is seen too), and a load or a
-// repair sets a new epoch. The pass records in Redis the state it found
+// slot's holder count, a release gives the slot's holders' version a new
+// value (so a reservation in a released holder's place is seen too), and
+// a load or a repair sets a new epoch. The pass records in Redis the state it found
 // settled (stock.HolderState, MarkSettled), and the record outlives the
 // order service: a fresh one does not read every open sale's holders
 // again. A sale this service found settled is asked about again only once
 // per in-flight window (one small script per shard): a reservation made
-// since is younger than the window, so it is read before it could be
-// taken for abandoned, and a dead gateway's unit comes back no later than
-// if every pass asked.
+// since is younger than the window, so it is read no later than the first
+// pass at which it is overdue, and a dead gateway's unit comes back no
+// later than if every pass asked (give or take the clocks of the gateways,
+// which mint the order ids).
 //
 // The holders are read at the pace WithHolderReadRate sets, so a pass over
 // many open sales' holders takes that long, and the next sale's waits for

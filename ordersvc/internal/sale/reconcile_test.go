@@ -630,8 +630,9 @@ func TestRepairPutsBackSpentAdmissions(t *testing.T) {
 	if _, err := st.Cancel(ctx, e.OrderID, "u0"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := stk.Release(ctx, sl.ID, item, "u0", e.OrderID.String()); err != nil || !ok {
-		t.Fatalf("release: %v, %v", ok, err)
+	// Another test's relay may drain the cancellation's release first.
+	if _, err := stk.Release(ctx, sl.ID, item, "u0", e.OrderID.String()); err != nil {
+		t.Fatal(err)
 	}
 	if err := rc.Do(ctx, rc.B().Del().Key(stock.SpentTokensKey(sl.ID)).Build()).Error(); err != nil {
 		t.Fatal(err)
