@@ -134,10 +134,6 @@ func StockKey(saleID, itemID int64) string {
 // sale (user -> order id).
 func HoldersKey(saleID int64) string { return holdersOf(saleTag(saleID)) }
 
-// HoldersVersionKey is the hash of an unsharded sale's holders' version
-// (fields "v" and "settled"; HolderState).
-func HoldersVersionKey(saleID int64) string { return holdersVersionOf(saleTag(saleID)) }
-
 // SpentTokensKey is the set of admission token ids that bought a unit in an
 // unsharded sale.
 func SpentTokensKey(saleID int64) string { return tokensOf(saleTag(saleID)) }
