@@ -153,6 +153,8 @@ cmd_start() {
 	pg_init "$bin"
 	# Settings go on the command line so a changed port applies to an
 	# existing cluster too. fsync stays on: durability claims are tested.
+	# track_commit_timestamp: make bench reads when the last order was
+	# committed (pg_xact_commit_timestamp), not when its transaction began.
 	# pg_ctl -w waits until the server accepts connections and notices
 	# when it dies during startup.
 	as_pg "$bin/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$WAIT" -s start -o "$(printf '%s ' \
@@ -161,6 +163,7 @@ cmd_start() {
 		-c unix_socket_directories="$PG_SOCK" \
 		-c max_connections=200 \
 		-c shared_buffers=256MB \
+		-c track_commit_timestamp=on \
 		-c fsync=on)" </dev/null >/dev/null 2>&1 9>&- || {
 		tail_log "$PG_LOG"
 		die "postgres did not start on $HOST:$PG_PORT within ${WAIT}s"
