@@ -428,3 +428,80 @@ func TestReleaseAbandonedEndsWithItsContext(t *testing.T) {
 		t.Fatal("the pass outlived its context by 10 s")
 	}
 }
+
+// The watch leaves a sale's holders unread until the sale has been open
+// for the in-flight window: no gateway reserves before the opening, so no
+// holder can be overdue earlier, and a pass reading holders while the sale
+// sells out holds Redis's one thread from its reservations. A holder whose
+// order id claims a time before the opening (which no gateway mints) shows
+// which sales a pass read: in a sale open for a minute it is released at
+// once, in a sale that has just opened only once the sale is older than
+// the window.
+func TestWatchAbandonedLeavesYoungSalesAlone(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, testenv.RedisAddr())
+	ctx := testenv.Context(t)
+	pool := testdb.Pool(t)
+	st := store.New(pool)
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	stk := stock.New(rc)
+	const window = 2 * time.Second
+
+	old := testdb.Sale(t, st, 5) // opened a minute ago
+	opened := time.Now()
+	young, err := st.CreateSale(ctx, store.NewSale{Name: fmt.Sprintf("%s-young-%d", t.Name(), opened.UnixNano()),
+		StartsAt: opened, EndsAt: opened.Add(time.Hour), PaymentTTL: 10 * time.Minute,
+		Items: []store.NewItem{{ProductID: "p0", Name: "item 0", Price: "9.99", Quantity: 5}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := opened.Add(-time.Minute)
+	for _, sl := range []store.Sale{old, young} {
+		testdb.Load(t, st, stk, sl.ID)
+		if _, err := stk.Reserve(ctx, sl.ID, sl.Items[0].ID, "gone", v7At(t, before).String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := func(sl store.Sale) bool {
+		t.Helper()
+		ok, err := rc.Do(ctx, rc.B().Hexists().Key(stock.HoldersKey(sl.ID)).Field("gone").Build()).AsBool()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+
+	rl := relay.New(st, stk, quietLog, metrics.New())
+	svc := sale.NewService(st, stk, sale.WithAcceptedRecords(rc), sale.WithInFlightWindow(window), sale.WithReleases(rl.Drain))
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.WatchAbandoned(wctx, 50*time.Millisecond, quietLog) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	deadline := time.Now().Add(window / 2)
+	for held(old) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if held(old) {
+		t.Fatalf("sale %d, open for a minute: its overdue holder still held after %v of passes", old.ID, window/2)
+	}
+	if !held(young) && time.Since(opened) < window {
+		t.Fatalf("sale %d, open for %v: its holder was read and released before the sale was open for the window (%v)", young.ID, time.Since(opened), window)
+	}
+	deadline = opened.Add(window + 2*time.Second)
+	for held(young) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if held(young) {
+		t.Errorf("sale %d, open for %v: its overdue holder still held", young.ID, time.Since(opened))
+	}
+}
