@@ -50,11 +50,7 @@ func TestReleaseAbandoned(t *testing.T) {
 	ctx := testenv.Context(t)
 	pool := testdb.Pool(t)
 	st := store.New(pool)
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
+	rc := testenv.RedisClient(t, testenv.RedisAddr())
 	stk := stock.New(rc)
 	sl := testdb.Sale(t, st, 5, 5)
 	testdb.Load(t, st, stk, sl.ID)
@@ -439,15 +435,11 @@ func TestReleaseAbandonedEndsWithItsContext(t *testing.T) {
 // the window.
 func TestWatchAbandonedLeavesYoungSalesAlone(t *testing.T) {
 	t.Parallel()
-	testenv.Require(t, testenv.RedisAddr())
 	ctx := testenv.Context(t)
-	pool := testdb.Pool(t)
+	// A database and a Redis of its own: the watch acts on every open
+	// sale, and the shared ones hold other tests' sales.
+	pool, rc := testdb.Own(t)
 	st := store.New(pool)
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
 	stk := stock.New(rc)
 	const window = 2 * time.Second
 

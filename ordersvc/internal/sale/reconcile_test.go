@@ -90,11 +90,7 @@ func TestReconcile(t *testing.T) {
 	testenv.Require(t, testenv.RedisAddr())
 	pool := testdb.Pool(t)
 	st := store.New(pool)
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
+	rc := testenv.RedisClient(t, testenv.RedisAddr())
 
 	type holders = map[string]string
 	tests := []struct {
@@ -352,11 +348,7 @@ func TestReconcileErrors(t *testing.T) {
 	t.Parallel()
 	pool := testdb.Pool(t)
 	st := store.New(pool)
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
+	rc := testenv.RedisClient(t, testenv.RedisAddr())
 	ctx := testenv.Context(t)
 	if _, err := sale.NewService(st, stock.New(rc), sale.WithAcceptedRecords(rc)).Reconcile(ctx, 1<<62, false); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown sale: got %v, want ErrNotFound", err)
@@ -374,11 +366,7 @@ func TestReconcileAttribution(t *testing.T) {
 	t.Parallel()
 	pool := testdb.Pool(t)
 	st := store.New(pool)
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
+	rc := testenv.RedisClient(t, testenv.RedisAddr())
 	persist := func(f *recFixture, item int, user, order string) {
 		t.Helper()
 		ev := event.OrderPlaced{Version: event.Version, OrderID: uuid.MustParse(order), SaleID: f.sale.ID,
@@ -599,11 +587,7 @@ func storeAndRedis(t *testing.T) (*store.Store, rueidis.Client) {
 	t.Helper()
 	testenv.Require(t, testenv.RedisAddr())
 	st := store.New(testdb.Pool(t))
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{testenv.RedisAddr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
+	rc := testenv.RedisClient(t, testenv.RedisAddr())
 	return st, rc
 }
 
