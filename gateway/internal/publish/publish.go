@@ -109,22 +109,6 @@ func New(cfg Config) (*Producer, error) {
 	return p, nil
 }
 
-// requestTimeoutMS is librdkafka's request.timeout.ms for a publish
-// timeout: half of it, so that a broker that stops answering cannot make a
-// purchase on another broker's partition fail. The idempotent producer
-// sends nothing to any partition while it bumps its epoch after a timed-out
-// request, and it bumps only once every request in flight has its answer
-// or its own timeout (rd_kafka_idemp_drain_epoch_bump): every partition
-// waits up to one request timeout, and a message queued meanwhile must
-// still be inside its message timeout when sending resumes. At a second's
-// floor (the earlier rule) a 1 s publish timeout left no margin, the likely
-// cause of fault scenario 7b's one failure (not reproduced): a purchase on
-// a healthy leader's partition answered 503 after 1.01 s while another node
-// was cut off.
-func requestTimeoutMS(publish time.Duration) int {
-	return max(int(publish/2/time.Millisecond), 1)
-}
-
 // newProducer is New without the upkeep goroutine (tests drive it).
 func newProducer(cfg Config) (*Producer, error) {
 	cm := kafka.ConfigMap{
@@ -134,7 +118,7 @@ func newProducer(cfg Config) (*Producer, error) {
 		"max.in.flight.requests.per.connection": 5,
 		"linger.ms":                             lingerMS(cfg.Linger),
 		"message.timeout.ms":                    int(cfg.Timeout / time.Millisecond),
-		"request.timeout.ms":                    requestTimeoutMS(cfg.Timeout),
+		"request.timeout.ms":                    int(max(cfg.Timeout/2, time.Second) / time.Millisecond),
 		"socket.keepalive.enable":               true,
 		// Every produce request is small and a shopper waits on it: with
 		// Nagle's algorithm (librdkafka's default) a request waits for the

@@ -98,24 +98,6 @@ func TestTrialRefusedLocallyIsGivenBack(t *testing.T) {
 	}
 }
 
-// A request to a broker that stops answering times out within half the
-// publish timeout, whatever the timeout, so that the idempotent producer's
-// epoch bump (every partition waits for it) ends while a purchase queued
-// on a healthy partition meanwhile is still inside its own timeout.
-func TestRequestTimeoutLeavesHalfThePublishTimeout(t *testing.T) {
-	for _, publish := range []time.Duration{100 * time.Millisecond, time.Second, 3 * time.Second, 10 * time.Second} {
-		p, err := newProducer(Config{Brokers: "127.0.0.1:1", Topic: "t", Timeout: publish})
-		if err != nil {
-			t.Fatal(err)
-		}
-		req, _ := p.conf["request.timeout.ms"].(int)
-		if got := time.Duration(req) * time.Millisecond; got <= 0 || got > publish/2 {
-			t.Errorf("publish timeout %v: request.timeout.ms %v, want above 0 and at most %v", publish, got, publish/2)
-		}
-		p.Close(time.Second)
-	}
-}
-
 // The producer's settings that make a 202 mean "on every in-sync replica,
 // once": acks from all of them, idempotence (no duplicate or reordered
 // retry), and at most five requests in flight, which idempotence needs to
