@@ -137,8 +137,10 @@ type runner struct {
 	crowd    *crowd.Crowd
 	warmup   string // a token outside the crowd, for warm-up requests
 	prefix   string
-	// warnCommitTime says once that "persisted" is a transaction's start.
-	warnCommitTime sync.Once
+	// warnCommitTime says once that "persisted" is a transaction's start;
+	// persistedAtStart marks the rows whose figure is.
+	warnCommitTime   sync.Once
+	persistedAtStart bool
 }
 
 // Run performs the steps and returns one row per target and scenario. A
@@ -362,6 +364,9 @@ func (r *runner) selling(ctx context.Context, target string) (report.Row, error)
 		}
 		row.StoreOversold = max(0, active-p.quantity)
 		row.Note = fmt.Sprintf("%d active orders in PostgreSQL", active)
+		if r.persistedAtStart {
+			row.Note += "; persisted: the last order's transaction start (PostgreSQL without track_commit_timestamp)"
+		}
 		if rss := residentMemory(r.o.GatewayPID); rss != "" {
 			row.Note += "; gateway " + rss
 		}
@@ -443,10 +448,13 @@ func (r *runner) row(scenario, target string, quantity int, t *tallied) report.R
 
 // lastCommitted is when the sale's last order row was committed, nil when
 // it has none: PostgreSQL's record of the commit (the local stack runs
-// with track_commit_timestamp on). A server without it gives the last
-// row's persisted_at, its transaction's start, early by up to one batch's
-// time (a consumer writing a big batch begins right after the last sale
-// and commits well after), and the bench says so once.
+// with track_commit_timestamp on). It is the commit of each row's last
+// write (xmin): a row paid, cancelled or expired since moves it, which a
+// bench sale's orders are not before it is read. A server without the
+// setting gives the last row's persisted_at, its transaction's start,
+// early by up to one batch's time (a consumer writing a big batch begins
+// right after the last sale and commits well after); the bench says so
+// once, and the row's note says so (persistedAtStart).
 func (r *runner) lastCommitted(ctx context.Context, saleID int64) (*time.Time, error) {
 	var tracked string
 	if err := r.pool.QueryRow(ctx, `SHOW track_commit_timestamp`).Scan(&tracked); err != nil {
@@ -458,6 +466,7 @@ func (r *runner) lastCommitted(ctx context.Context, saleID int64) (*time.Time, e
 			fmt.Fprintln(r.progress, "bench: PostgreSQL runs without track_commit_timestamp: \"persisted\" is the last order's transaction start (bash deploy/stack.sh restart postgres gives the commit time)")
 		})
 		q = `SELECT max(persisted_at) FROM flash_sale_order WHERE sale_id = $1`
+		r.persistedAtStart = true
 	}
 	var last *time.Time
 	if err := r.pool.QueryRow(ctx, q, saleID).Scan(&last); err != nil {

@@ -235,10 +235,11 @@ func (s *Service) readTime(n int64) time.Duration {
 	return time.Duration(pages) * time.Duration(stock.HoldersPage) * time.Second / time.Duration(s.readRate)
 }
 
-// WatchAbandoned runs ReleaseAbandoned over every sale open for at least
-// the in-flight window every interval until ctx ends, logging one line per sale where it released something.
-// Several order service instances may run it at once: the REJECTED row is
-// written once per order id, and the relay drains each outbox row once.
+// WatchAbandoned runs ReleaseAbandoned, every interval until ctx ends,
+// over every sale open for at least the in-flight window, logging one
+// line per sale where it released something. Several order service
+// instances may run it at once: the REJECTED row is written once per order
+// id, and the relay drains each outbox row once.
 func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, log *slog.Logger) error {
 	if s.accepted == nil {
 		return ErrNoAcceptedRecords
@@ -247,9 +248,11 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 	// A sale open for less than the window has no overdue holder: a
 	// gateway reserves only once the sale has opened by its clock, and the
 	// order id carries the same clock's time. Its holders are not read
-	// until then, so a pass never reads a sale's holders while it sells
-	// out (a page of holders holds Redis's one thread for about a
-	// millisecond, and every reservation behind it waits).
+	// until then, so a pass never reads a flash sale's holders while it
+	// sells out in its first seconds (a page of holders holds Redis's one
+	// thread for about a millisecond, and every reservation behind it
+	// waits). A starts_at moved later by hand, with gateways still on the
+	// old catalog, delays such a release by at most the window.
 	s.everyOpenSale(ctx, interval, s.window, log, "abandoned reservations: list open sales", func(ids []int64) {
 		s.persisted.keep(ids)
 		s.settled.keep(ids)

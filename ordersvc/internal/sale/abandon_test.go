@@ -441,7 +441,7 @@ func TestWatchAbandonedLeavesYoungSalesAlone(t *testing.T) {
 	pool, rc := testdb.Own(t)
 	st := store.New(pool)
 	stk := stock.New(rc)
-	const window = 2 * time.Second
+	const window = 5 * time.Second
 
 	old := testdb.Sale(t, st, 5) // opened a minute ago
 	opened := time.Now()
@@ -479,17 +479,24 @@ func TestWatchAbandonedLeavesYoungSalesAlone(t *testing.T) {
 		}
 	}()
 
-	deadline := time.Now().Add(window / 2)
+	if setup := time.Since(opened); setup > window/2 {
+		t.Fatalf("the setup took %v of the young sale's %v window: too little is left to tell whether a pass read it", setup, window)
+	}
+	deadline := opened.Add(window)
 	for held(old) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if held(old) {
-		t.Fatalf("sale %d, open for a minute: its overdue holder still held after %v of passes", old.ID, window/2)
+		t.Fatalf("sale %d, open for a minute: its overdue holder still held %v after the young sale opened", old.ID, time.Since(opened))
 	}
-	if !held(young) && time.Since(opened) < window {
-		t.Fatalf("sale %d, open for %v: its holder was read and released before the sale was open for the window (%v)", young.ID, time.Since(opened), window)
+	youngHeld := held(young)
+	if since := time.Since(opened); since >= window {
+		t.Fatalf("the old sale's holder went only %v after the young sale opened, past its %v window: cannot tell whether a pass read the young one early", since, window)
 	}
-	deadline = opened.Add(window + 2*time.Second)
+	if !youngHeld {
+		t.Fatalf("sale %d: its holder was read and released before the sale was open for the window (%v)", young.ID, window)
+	}
+	deadline = opened.Add(window + 3*time.Second)
 	for held(young) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
