@@ -70,14 +70,9 @@ func (s *Store) OrdersByStatus(ctx context.Context, saleID int64) ([]ItemStatusC
 	return out, nil
 }
 
-// OpenSales lists the sales open at now: started and not ended, newest
-// first (the ones an operator is watching, checked first).
-func (s *Store) OpenSales(ctx context.Context, now time.Time) ([]int64, error) {
-	return s.SalesOpenFor(ctx, now, 0)
-}
-
-// SalesOpenFor lists the sales open at now that opened at least d before
-// it, newest first.
+// SalesOpenFor lists the sales open at now (started and not ended) that
+// opened at least d before it, newest first (the ones an operator is
+// watching, checked first). d 0 lists every open sale.
 func (s *Store) SalesOpenFor(ctx context.Context, now time.Time, d time.Duration) ([]int64, error) {
 	return collect(ctx, s.pool, "list open sales", pgx.RowTo[int64],
 		`SELECT id FROM flash_sale WHERE starts_at <= $1 AND ends_at > $2 ORDER BY id DESC`, now.Add(-d), now)
