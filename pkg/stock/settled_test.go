@@ -19,11 +19,7 @@ import (
 // was, is never taken for the settled state; nor is a reservation made
 // after the state a mark records was read.
 func TestHolderStateSettles(t *testing.T) {
-	for _, shards := range []int{1, 3} {
-		t.Run(fmt.Sprintf("%d shards", shards), func(t *testing.T) {
-			topologies(t, func(t *testing.T, c rueidis.Client) { testHolderStateSettles(t, c, shards) })
-		})
-	}
+	shardsAndTopologies(t, testHolderStateSettles)
 }
 
 // inShardOf returns a user id with prefix in the same shard as user: FNV-1a

@@ -28,6 +28,16 @@ func topologies(t *testing.T, f func(t *testing.T, c rueidis.Client)) {
 	})
 }
 
+// shardsAndTopologies runs f on a sale of 1 and of 3 stock shards, each on
+// a single Redis node and on the Redis Cluster (topologies).
+func shardsAndTopologies(t *testing.T, f func(t *testing.T, c rueidis.Client, shards int)) {
+	for _, shards := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d shards", shards), func(t *testing.T) {
+			topologies(t, func(t *testing.T, c rueidis.Client) { f(t, c, shards) })
+		})
+	}
+}
+
 // shardedSale gives a sale id no other test uses, whose stock is split
 // over shards. newStore makes a store on c, one per gateway: each has its
 // own refill coalescing, as separate processes would.
@@ -190,11 +200,7 @@ func testShardedOnePerShopperAndRelease(t *testing.T, c rueidis.Client) {
 // unit is gone. A check of her holder made outside the reserve script, or
 // after its decrement, lets two through or loses a unit.
 func TestOneShopperManyTabs(t *testing.T) {
-	for _, shards := range []int{1, 3} {
-		t.Run(fmt.Sprintf("%d shards", shards), func(t *testing.T) {
-			topologies(t, func(t *testing.T, c rueidis.Client) { testOneShopperManyTabs(t, c, shards) })
-		})
-	}
+	shardsAndTopologies(t, testOneShopperManyTabs)
 }
 
 func testOneShopperManyTabs(t *testing.T, c rueidis.Client, shards int) {

@@ -16,11 +16,7 @@ import (
 // restored admission is refused a second purchase, and one that was not
 // restored still buys.
 func TestRestoreSpent(t *testing.T) {
-	for _, shards := range []int{1, 3} {
-		t.Run(fmt.Sprintf("%d shards", shards), func(t *testing.T) {
-			topologies(t, func(t *testing.T, c rueidis.Client) { testRestoreSpent(t, c, shards) })
-		})
-	}
+	shardsAndTopologies(t, testRestoreSpent)
 }
 
 func testRestoreSpent(t *testing.T, c rueidis.Client, shards int) {
