@@ -235,11 +235,16 @@ func (s *Service) readTime(n int64) time.Duration {
 	return time.Duration(pages) * time.Duration(stock.HoldersPage) * time.Second / time.Duration(s.readRate)
 }
 
+// abandonedAfterEnd is how many in-flight windows past its end a sale's
+// holders are still read for abandoned reservations (WatchAbandoned).
+const abandonedAfterEnd = 2
+
 // WatchAbandoned runs ReleaseAbandoned, every interval until ctx ends,
-// over every sale open for at least the in-flight window, logging one
-// line per sale where it released something. Several order service
-// instances may run it at once: the REJECTED row is written once per order
-// id, and the relay drains each outbox row once.
+// over every sale open for at least the in-flight window or ended within
+// two of them (abandonedAfterEnd), logging one line per sale where it
+// released something. Several order service instances may run it at once:
+// the REJECTED row is written once per order id, and the relay drains each
+// outbox row once.
 func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, log *slog.Logger) error {
 	if s.accepted == nil {
 		return ErrNoAcceptedRecords
@@ -253,7 +258,14 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 	// thread for about a millisecond, and every reservation behind it
 	// waits). A starts_at moved later by hand, with gateways still on the
 	// old catalog, delays such a release by at most the window.
-	s.everyOpenSale(ctx, interval, s.window, log, "abandoned reservations: list open sales", func(ids []int64) {
+	//
+	// A sale stays listed for two windows after its end: a reservation
+	// made in its last moments is overdue one window later, and the
+	// second covers a pass that runs late and a gateway whose clock runs
+	// ahead. Its unit back on sale sells nothing once the sale has ended,
+	// but the holder is released and its order written off, as in an open
+	// sale, rather than left to an operator's repair.
+	s.everyOpenSale(ctx, interval, s.window, abandonedAfterEnd*s.window, log, "abandoned reservations: list open sales", func(ids []int64) {
 		s.persisted.keep(ids)
 		s.settled.keep(ids)
 		var unattributed int

@@ -425,15 +425,17 @@ func TestReleaseAbandonedEndsWithItsContext(t *testing.T) {
 	}
 }
 
-// The watch leaves a sale's holders unread until the sale has been open
-// for the in-flight window: no gateway reserves before the opening, so no
-// holder can be overdue earlier, and a pass reading holders while the sale
-// sells out holds Redis's one thread from its reservations. A holder whose
-// order id claims a time before the opening (which no gateway mints) shows
-// which sales a pass read: in a sale open for a minute it is released at
-// once, in a sale that has just opened only once the sale is older than
-// the window.
-func TestWatchAbandonedLeavesYoungSalesAlone(t *testing.T) {
+// The watch reads a sale's holders from one in-flight window after its
+// opening to two windows after its end. Before: no gateway reserves before
+// the opening, so no holder can be overdue earlier, and a pass reading
+// holders while the sale sells out holds Redis's one thread from its
+// reservations. After: a reservation of the sale's last moments is overdue
+// a window after its end. A holder whose order id claims a time before the
+// pass shows which sales a pass read: in a sale open for a minute, or one
+// that ended a second ago, it is released at once; in a sale that has just
+// opened only once the sale is older than the window; in one that ended a
+// minute ago, never.
+func TestWatchAbandonedReadsLiveSales(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t)
 	// A database and a Redis of its own: the watch acts on every open
@@ -445,16 +447,26 @@ func TestWatchAbandonedLeavesYoungSalesAlone(t *testing.T) {
 
 	old := testdb.Sale(t, st, 5) // opened a minute ago
 	opened := time.Now()
-	young, err := st.CreateSale(ctx, store.NewSale{Name: fmt.Sprintf("%s-young-%d", t.Name(), opened.UnixNano()),
-		StartsAt: opened, EndsAt: opened.Add(time.Hour), PaymentTTL: 10 * time.Minute,
-		Items: []store.NewItem{{ProductID: "p0", Name: "item 0", Price: "9.99", Quantity: 5}}})
-	if err != nil {
-		t.Fatal(err)
+	newSale := func(name string, starts, ends time.Time) store.Sale {
+		t.Helper()
+		sl, err := st.CreateSale(ctx, store.NewSale{Name: fmt.Sprintf("%s-%s-%d", t.Name(), name, opened.UnixNano()),
+			StartsAt: starts, EndsAt: ends, PaymentTTL: 10 * time.Minute,
+			Items: []store.NewItem{{ProductID: "p0", Name: "item 0", Price: "9.99", Quantity: 5}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sl
 	}
-	before := opened.Add(-time.Minute)
-	for _, sl := range []store.Sale{old, young} {
+	young := newSale("young", opened, opened.Add(time.Hour))
+	justEnded := newSale("just-ended", opened.Add(-time.Hour), opened.Add(-time.Second))
+	longEnded := newSale("long-ended", opened.Add(-time.Hour), opened.Add(-time.Minute))
+	for _, sl := range []store.Sale{old, young, justEnded, longEnded} {
 		testdb.Load(t, st, stk, sl.ID)
-		if _, err := stk.Reserve(ctx, sl.ID, sl.Items[0].ID, "gone", v7At(t, before).String()); err != nil {
+		placed := opened.Add(-time.Minute)
+		if last := sl.EndsAt.Add(-time.Second); last.Before(placed) {
+			placed = last
+		}
+		if _, err := stk.Reserve(ctx, sl.ID, sl.Items[0].ID, "gone", v7At(t, placed).String()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -483,11 +495,14 @@ func TestWatchAbandonedLeavesYoungSalesAlone(t *testing.T) {
 		t.Fatalf("the setup took %v of the young sale's %v window: too little is left to tell whether a pass read it", setup, window)
 	}
 	deadline := opened.Add(window)
-	for held(old) && time.Now().Before(deadline) {
+	for (held(old) || held(justEnded)) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if held(old) {
 		t.Fatalf("sale %d, open for a minute: its overdue holder still held %v after the young sale opened", old.ID, time.Since(opened))
+	}
+	if held(justEnded) {
+		t.Fatalf("sale %d, ended a second before the young sale opened: its overdue holder still held %v after", justEnded.ID, time.Since(opened))
 	}
 	youngHeld := held(young)
 	if since := time.Since(opened); since >= window {
@@ -502,5 +517,8 @@ func TestWatchAbandonedLeavesYoungSalesAlone(t *testing.T) {
 	}
 	if held(young) {
 		t.Errorf("sale %d, open for %v: its overdue holder still held", young.ID, time.Since(opened))
+	}
+	if !held(longEnded) {
+		t.Errorf("sale %d, ended a minute ago, past two %v windows: its holder was read and released", longEnded.ID, window)
 	}
 }

@@ -70,12 +70,13 @@ func (s *Store) OrdersByStatus(ctx context.Context, saleID int64) ([]ItemStatusC
 	return out, nil
 }
 
-// SalesOpenFor lists the sales open at now (started and not ended) that
-// opened at least d before it, newest first (the ones an operator is
-// watching, checked first). d 0 lists every open sale.
-func (s *Store) SalesOpenFor(ctx context.Context, now time.Time, d time.Duration) ([]int64, error) {
+// SalesOpenFor lists the sales that opened at least openFor before now
+// and end after now, or ended at most endedWithin before it, newest first
+// (the ones an operator is watching, checked first). 0 and 0 list the
+// sales open at now.
+func (s *Store) SalesOpenFor(ctx context.Context, now time.Time, openFor, endedWithin time.Duration) ([]int64, error) {
 	return collect(ctx, s.pool, "list open sales", pgx.RowTo[int64],
-		`SELECT id FROM flash_sale WHERE starts_at <= $1 AND ends_at > $2 ORDER BY id DESC`, now.Add(-d), now)
+		`SELECT id FROM flash_sale WHERE starts_at <= $1 AND ends_at > $2 ORDER BY id DESC`, now.Add(-openFor), now.Add(-endedWithin))
 }
 
 // ClockSkew is how far now is ahead of PostgreSQL's clock
