@@ -17,6 +17,7 @@ import (
 	"github.com/redis/rueidis"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"flashsale/pkg/adminapi"
 	"flashsale/pkg/auth"
 	"flashsale/pkg/stock"
 	"flashsale/tools/audit"
@@ -86,17 +87,41 @@ type sale struct {
 	mu       sync.Mutex
 	answers  []answer
 	accepted map[string]string // order id -> user, every 202
+	// admitted is, in a queued sale, each admitted shopper's admission
+	// (sale.admit): her purchases carry its token.
+	admitted map[string]admission
 }
 
 // openSale creates a one-item sale through the order service's admin API,
 // loads its stock and waits until the gateway serves the purchase path.
 func openSale(t *testing.T, s *harness.Stack, quantity int) *sale {
 	t.Helper()
+	sl := createSale(t, s, quantity, nil)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		info, err := sl.info(testenv.Context(t))
+		if err == nil && info.PurchasePath != "" {
+			sl.path = info.PurchasePath
+			sl.url = fmt.Sprintf("%s%s/items/%d/purchase", s.GatewayURL, sl.path, sl.item)
+			return sl
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway never served sale %d: %+v %v", sl.id, info, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// createSale creates a one-item sale, open since a second ago, through the
+// order service's admin API, behind the virtual queue when queue is not
+// nil, and loads its stock.
+func createSale(t *testing.T, s *harness.Stack, quantity int, queue *adminapi.SaleQueue) *sale {
+	t.Helper()
 	ctx := testenv.Context(t)
-	req, _ := json.Marshal(map[string]any{
-		"name": t.Name(), "startsAt": time.Now().Add(-time.Second), "endsAt": time.Now().Add(time.Hour),
-		"paymentTtlSeconds": 600,
-		"items":             []map[string]any{{"productId": "sku-1", "name": "Flash item", "price": "19.99", "quantity": quantity}},
+	req, _ := json.Marshal(adminapi.NewSale{
+		Name: t.Name(), StartsAt: time.Now().Add(-time.Second), EndsAt: time.Now().Add(time.Hour),
+		PaymentTTLSeconds: 600, Queue: queue,
+		Items: []adminapi.NewSaleItem{{ProductID: "sku-1", Name: "Flash item", Price: "19.99", Quantity: int64(quantity)}},
 	})
 	code, body, _, err := harness.Do(ctx, "POST", s.AdminURL+"/admin/sales", harness.AdminToken, req)
 	if err != nil || code != http.StatusCreated {
@@ -117,25 +142,14 @@ func openSale(t *testing.T, s *harness.Stack, quantity int) *sale {
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("load stock: %d %s %v", code, body, err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		info, err := sl.info(ctx)
-		if err == nil && info.PurchasePath != "" {
-			sl.path = info.PurchasePath
-			sl.url = fmt.Sprintf("%s%s/items/%d/purchase", s.GatewayURL, sl.path, sl.item)
-			return sl
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gateway never served sale %d: %+v %v", sl.id, info, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return sl
 }
 
 // saleInfo is the public sale answer of the gateway.
 type saleInfo struct {
 	State        string `json:"state"`
 	PurchasePath string `json:"purchasePath"`
+	QueueEnabled bool   `json:"queueEnabled"`
 	Items        []struct {
 		StockLeft *int64 `json:"stockLeft"`
 		SoldOut   bool   `json:"soldOut"`
@@ -171,6 +185,12 @@ func (sl *sale) buy(ctx context.Context, user string) answer {
 		sl.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token(sl.t, user))
+	sl.mu.Lock()
+	adm, queued := sl.admitted[user]
+	sl.mu.Unlock()
+	if queued {
+		req.Header.Set("X-Admission-Token", adm.token)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		a.err, a.kind = err, outcome.Errors
