@@ -74,8 +74,8 @@ type Config struct {
 	// publishing). Must exceed the gateways' FLASHSALE_PUBLISH_TIMEOUT by a
 	// margin. FLASHSALE_INFLIGHT_WINDOW
 	InFlightWindow time.Duration
-	// AbandonInterval: how often abandoned reservations of open (or just
-	// ended) sales are released (their units back on sale); 0 = off.
+	// AbandonInterval: how often abandoned reservations of sales in play
+	// (open, or just ended) are released (their units back); 0 = off.
 	// FLASHSALE_ABANDON_INTERVAL
 	AbandonInterval time.Duration
 	// AbandonReadRate: holders a second that pass reads from Redis on

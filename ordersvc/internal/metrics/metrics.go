@@ -91,7 +91,7 @@ func New() *Counters {
 		AbandonedReleased: counter("reservations_abandoned_released_total", "Reservations no order backed (gateway died before publishing), released after the in-flight window."),
 		Panics:            counter("panics_total", "HTTP handler panics recovered (answered 500)."),
 		AbandonedUnattributed: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "reservations_abandoned_unattributed",
-			Help: "Abandoned reservations of open sales whose item is unknown at the last pass, left to a reconcile repair."}),
+			Help: "Abandoned reservations of sales in play (open, or within their payment and in-flight windows after the end) whose item is unknown at the last pass, left to a reconcile repair."}),
 		ConnsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "connections_refused_total",
 			Help: "Connections refused by FLASHSALE_CONCURRENCY (concurrency), answered 503."}, []string{"reason"}),
 		PaymentsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "payments_refused_total",

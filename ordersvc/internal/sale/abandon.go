@@ -48,7 +48,7 @@ type Abandonment struct {
 // value (so a reservation in a released holder's place is seen too), and
 // a load or a repair sets a new epoch. The pass records in Redis the state it found
 // settled (stock.HolderState, MarkSettled), and the record outlives the
-// order service: a fresh one does not read every open sale's holders
+// order service: a fresh one does not read every listed sale's holders
 // again. A sale this service found settled is asked about again only once
 // per in-flight window (one small script per shard): a reservation made
 // since is younger than the window, so it is read no later than the first
@@ -57,7 +57,7 @@ type Abandonment struct {
 // which mint the order ids).
 //
 // The holders are read at the pace WithHolderReadRate sets, so a pass over
-// many open sales' holders takes that long, and the next sale's waits for
+// many sales' holders takes that long, and the next sale's waits for
 // it: at 20,000 holders a second, 190,000 holders took 9.5 s. The pass's
 // bound (abandonTimeout) is lengthened by the time that pace allows for
 // the sale's holders.
@@ -235,15 +235,11 @@ func (s *Service) readTime(n int64) time.Duration {
 	return time.Duration(pages) * time.Duration(stock.HoldersPage) * time.Second / time.Duration(s.readRate)
 }
 
-// abandonedAfterEnd is how many in-flight windows past its end a sale's
-// holders are still read for abandoned reservations (WatchAbandoned).
-const abandonedAfterEnd = 2
-
 // WatchAbandoned runs ReleaseAbandoned, every interval until ctx ends,
-// over every sale open for at least the in-flight window or ended within
-// two of them (abandonedAfterEnd), logging one line per sale where it
-// released something. Several order service instances may run it at once:
-// the REJECTED row is written once per order id, and the relay drains each
+// over every sale in play (store.SalesInPlay) that has been open for at
+// least the in-flight window, logging one line per sale where it released
+// something. Several order service instances may run it at once: the
+// REJECTED row is written once per order id, and the relay drains each
 // outbox row once.
 func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, log *slog.Logger) error {
 	if s.accepted == nil {
@@ -259,13 +255,19 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 	// waits). A starts_at moved later by hand, with gateways still on the
 	// old catalog, delays such a release by at most the window.
 	//
-	// A sale stays listed for two windows after its end: a reservation
-	// made in its last moments is overdue one window later, and the
-	// second covers a pass that runs late and a gateway whose clock runs
-	// ahead. Its unit back on sale sells nothing once the sale has ended,
-	// but the holder is released and its order written off, as in an open
-	// sale, rather than left to an operator's repair.
-	s.everyOpenSale(ctx, interval, s.window, abandonedAfterEnd*s.window, log, "abandoned reservations: list open sales", func(ids []int64) {
+	// A sale stays listed after its end for its payment window and the
+	// in-flight window, as long as its copy in Redis keeps no expiry
+	// (ExpireHotCopies): a reservation made in its last moments is overdue
+	// a window after the end, and a pass may run late or fail meanwhile
+	// (the consumer lagging, PostgreSQL down). Once settled, an ended sale
+	// costs a pass one small script per shard per window. Its unit back in
+	// stock sells nothing once the sale has ended, but the holder is
+	// released and its order written off, as in an open sale, rather than
+	// left to an operator's repair.
+	list := func(ctx context.Context, now time.Time) ([]int64, error) {
+		return s.store.SalesInPlay(ctx, now, s.window, s.window)
+	}
+	s.everyListedSale(ctx, interval, list, log, "abandoned reservations: list sales in play", func(ids []int64) {
 		s.persisted.keep(ids)
 		s.settled.keep(ids)
 		var unattributed int
@@ -301,7 +303,7 @@ func (s *Service) WatchAbandoned(ctx context.Context, interval time.Duration, lo
 	return nil
 }
 
-// persisted remembers, per open sale, the holders' order ids already seen
+// persisted remembers, per sale in play, the holders' order ids already seen
 // with an order row. A row is never deleted, so such a holder is explained
 // for good and later passes need not ask PostgreSQL about it again. Without
 // it every pass re-read every holder of every open sale: with a few dozen
@@ -351,23 +353,23 @@ func (p *persisted) hasAll(saleID int64, holders map[string]string) bool {
 	return true
 }
 
-// keep forgets the sales not in open (ended ones are not watched).
-func (p *persisted) keep(open []int64) {
+// keep forgets the sales not in listed (the watch no longer reads them).
+func (p *persisted) keep(listed []int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	keepOpen(p.sales, open)
+	keepListed(p.sales, listed)
 }
 
-// keepOpen deletes from a per-sale memo the sales not in open.
-func keepOpen[V any](sales map[int64]V, open []int64) {
+// keepListed deletes from a per-sale memo the sales not in listed.
+func keepListed[V any](sales map[int64]V, listed []int64) {
 	for id := range sales {
-		if !slices.Contains(open, id) {
+		if !slices.Contains(listed, id) {
 			delete(sales, id)
 		}
 	}
 }
 
-// settled remembers, per open sale, when a pass last found its holders in
+// settled remembers, per sale in play, when a pass last found its holders in
 // the state recorded settled in Redis (see ReleaseAbandoned).
 type settled struct {
 	mu    sync.Mutex
@@ -397,9 +399,9 @@ func (s *settled) forget(saleID int64) {
 	delete(s.sales, saleID)
 }
 
-// keep forgets the sales not in open.
-func (s *settled) keep(open []int64) {
+// keep forgets the sales not in listed.
+func (s *settled) keep(listed []int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keepOpen(s.sales, open)
+	keepListed(s.sales, listed)
 }

@@ -184,7 +184,7 @@ const periodicReconcileTimeout = 30 * time.Second
 // logged for an operator to repair. It never writes to Redis. Every order
 // service instance that has it on runs it, each keeping its own verdicts.
 func (s *Service) WatchOpenSales(ctx context.Context, interval time.Duration, log *slog.Logger) error {
-	s.everyOpenSale(ctx, interval, 0, 0, log, "periodic reconcile: list open sales", func(ids []int64) {
+	s.everyListedSale(ctx, interval, s.store.OpenSales, log, "periodic reconcile: list open sales", func(ids []int64) {
 		for _, id := range ids {
 			// One sale that hangs (a slow read) must not starve the others.
 			rctx, cancel := context.WithTimeout(ctx, periodicReconcileTimeout)
@@ -214,12 +214,12 @@ func (s *Service) WatchOpenSales(ctx context.Context, interval time.Duration, lo
 	return nil
 }
 
-// everyOpenSale calls pass with the ids of the sales open for at least
-// openFor, or ended at most endedWithin ago, every interval until ctx
-// ends (store.SalesOpenFor). A listing that fails is logged
-// under listFailed (a constant message of the caller's) and the pass waits
-// for the next tick.
-func (s *Service) everyOpenSale(ctx context.Context, interval, openFor, endedWithin time.Duration, log *slog.Logger, listFailed string, pass func(ids []int64)) {
+// everyListedSale calls pass with the ids of the sales list gives every
+// interval until ctx ends. A listing that fails is logged under listFailed
+// (a constant message of the caller's) and the pass waits for the next
+// tick.
+func (s *Service) everyListedSale(ctx context.Context, interval time.Duration, list func(context.Context, time.Time) ([]int64, error),
+	log *slog.Logger, listFailed string, pass func(ids []int64)) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -228,7 +228,7 @@ func (s *Service) everyOpenSale(ctx context.Context, interval, openFor, endedWit
 			return
 		case <-tick.C:
 		}
-		ids, err := s.store.SalesOpenFor(ctx, time.Now(), openFor, endedWithin)
+		ids, err := list(ctx, time.Now())
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Warn(listFailed, "err", err)

@@ -70,13 +70,23 @@ func (s *Store) OrdersByStatus(ctx context.Context, saleID int64) ([]ItemStatusC
 	return out, nil
 }
 
-// SalesOpenFor lists the sales that opened at least openFor before now
-// and end after now, or ended at most endedWithin before it, newest first
-// (the ones an operator is watching, checked first). 0 and 0 list the
-// sales open at now.
-func (s *Store) SalesOpenFor(ctx context.Context, now time.Time, openFor, endedWithin time.Duration) ([]int64, error) {
+// OpenSales lists the sales open at now (started and not ended), newest
+// first (the ones an operator is watching, checked first).
+func (s *Store) OpenSales(ctx context.Context, now time.Time) ([]int64, error) {
 	return collect(ctx, s.pool, "list open sales", pgx.RowTo[int64],
-		`SELECT id FROM flash_sale WHERE starts_at <= $1 AND ends_at > $2 ORDER BY id DESC`, now.Add(-openFor), now.Add(-endedWithin))
+		`SELECT id FROM flash_sale WHERE starts_at <= $1 AND ends_at > $1 ORDER BY id DESC`, now)
+}
+
+// SalesInPlay lists the sales that opened at least openedFor before now
+// and whose end, payment window and window besides are not all over at
+// now, newest first: those whose reservations in Redis may still change,
+// the last order a sale accepted being in Kafka for at most window after
+// its end (HotCopyExpiries gives their copies no expiry).
+func (s *Store) SalesInPlay(ctx context.Context, now time.Time, openedFor, window time.Duration) ([]int64, error) {
+	return collect(ctx, s.pool, "list sales in play", pgx.RowTo[int64], `
+		SELECT id FROM flash_sale
+		WHERE starts_at <= $1 AND ends_at + payment_ttl + $3::bigint * interval '1 microsecond' > $2
+		ORDER BY id DESC`, now.Add(-openedFor), now, window.Microseconds())
 }
 
 // ClockSkew is how far now is ahead of PostgreSQL's clock
