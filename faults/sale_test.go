@@ -222,21 +222,29 @@ func (sl *sale) shopper() string {
 // wave sends n purchases of n fresh shoppers over workers connections and
 // waits for every answer.
 func (sl *sale) wave(ctx context.Context, n, workers int) {
-	users := make(chan string)
+	users := make([]string, n)
+	for i := range users {
+		users[i] = sl.shopper()
+	}
+	sl.buyAll(ctx, users, workers)
+}
+
+// buyAll sends one purchase for each user over workers connections and
+// waits for every answer.
+func (sl *sale) buyAll(ctx context.Context, users []string, workers int) {
+	ch := make(chan string)
 	var wg sync.WaitGroup
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for u := range users {
+		wg.Go(func() {
+			for u := range ch {
 				sl.buy(ctx, u)
 			}
-		}()
+		})
 	}
-	for range n {
-		users <- sl.shopper()
+	for _, u := range users {
+		ch <- u
 	}
-	close(users)
+	close(ch)
 	wg.Wait()
 }
 
