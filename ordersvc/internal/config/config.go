@@ -295,6 +295,12 @@ func (c Config) checkIntervals(p *problems) {
 	if c.AbandonInterval < 0 || (c.AbandonInterval > 0 && c.AbandonInterval < 100*time.Millisecond) {
 		p.add("FLASHSALE_ABANDON_INTERVAL", "want 0 (off) or >= 100ms, got %s", c.AbandonInterval)
 	}
+	if c.AbandonInterval > c.InFlightWindow {
+		// A pass at least once a window: an abandoned unit comes back about
+		// a window after its purchase (README and the gateway's log say
+		// so), and a sale's holders are read for a window after its end.
+		p.add("FLASHSALE_ABANDON_INTERVAL", "want at most FLASHSALE_INFLIGHT_WINDOW (%s), got %s", c.InFlightWindow, c.AbandonInterval)
+	}
 	if c.AbandonReadRate != 0 && (c.AbandonReadRate < 1000 || c.AbandonReadRate > 10_000_000) {
 		// Below a page a second, one big sale's pass outlasts any sensible
 		// interval; above ten million it is not pacing anything.

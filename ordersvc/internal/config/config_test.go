@@ -61,6 +61,14 @@ func TestLoad(t *testing.T) {
 					t.Errorf("abandon interval %v, want 0 (off)", c.AbandonInterval)
 				}
 			}},
+		{name: "abandon pass less often than the window", mode: config.Tool, env: map[string]string{"FLASHSALE_INFLIGHT_WINDOW": "10s", "FLASHSALE_ABANDON_INTERVAL": "11s"},
+			wantErr: []string{"FLASHSALE_ABANDON_INTERVAL"}},
+		{name: "abandon pass once a window", mode: config.Tool, env: map[string]string{"FLASHSALE_INFLIGHT_WINDOW": "10s", "FLASHSALE_ABANDON_INTERVAL": "10s"},
+			check: func(t *testing.T, c config.Config) {
+				if c.AbandonInterval != c.InFlightWindow {
+					t.Errorf("abandon interval %v, want the window %v", c.AbandonInterval, c.InFlightWindow)
+				}
+			}},
 		{name: "abandon read rate too high", mode: config.Tool, env: map[string]string{"FLASHSALE_ABANDON_READ_RATE": "10000001"},
 			wantErr: []string{"FLASHSALE_ABANDON_READ_RATE"}},
 		{name: "abandon read rate negative", mode: config.Tool, env: map[string]string{"FLASHSALE_ABANDON_READ_RATE": "-1"},
