@@ -79,9 +79,10 @@ func (s *Store) OpenSales(ctx context.Context, now time.Time) ([]int64, error) {
 
 // SalesInPlay lists the sales that opened at least openedFor before now
 // and whose end, payment window and window besides are not all over at
-// now, newest first: those whose reservations in Redis may still change,
-// the last order a sale accepted being in Kafka for at most window after
-// its end (HotCopyExpiries gives their copies no expiry).
+// now, newest first: those whose holders in Redis may still change (an
+// order placed at the end is in Kafka for at most the in-flight window and
+// ends at most a payment window later), and whose copies HotCopyExpiries
+// leaves without expiry.
 func (s *Store) SalesInPlay(ctx context.Context, now time.Time, openedFor, window time.Duration) ([]int64, error) {
 	return collect(ctx, s.pool, "list sales in play", pgx.RowTo[int64], `
 		SELECT id FROM flash_sale
