@@ -91,3 +91,69 @@ func TestCreateSaleOnce(t *testing.T) {
 		t.Errorf("sales without a key: %d and %d (keyed %d), want each its own", a.ID, b.ID, ids[0])
 	}
 }
+
+// The abandoned-reservation watch reads a sale's holders (SalesInPlay)
+// exactly until retention starts giving its copy in Redis an expiry
+// (HotCopyExpiries with the in-flight window): at any instant each ended
+// sale is in one of the two, never both, never neither, so no copy is
+// read while expiring and no holder is left unread before its copy goes.
+// Sales ending either side of end + payment window, and of end + payment
+// window + in-flight window, at a fixed now.
+func TestSalesInPlayUntilTheirCopyExpires(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	st := store.New(testdb.Pool(t))
+	const (
+		ttl      = time.Minute
+		inFlight = 5 * time.Second
+	)
+	now := time.Now().Truncate(time.Millisecond)
+	cases := []struct {
+		name   string
+		endsAt time.Time
+		inPlay bool
+	}{
+		{"open", now.Add(time.Hour), true},
+		{"ended, payment window open", now.Add(-ttl + time.Second), true},
+		{"payment window just closed, in-flight window open", now.Add(-ttl - time.Second), true},
+		{"in-flight window closes a millisecond from now", now.Add(-ttl - inFlight + time.Millisecond), true},
+		{"in-flight window closed now", now.Add(-ttl - inFlight), false},
+		{"in-flight window closed a second ago", now.Add(-ttl - inFlight - time.Second), false},
+	}
+	ids := map[int64]int{}
+	for i, c := range cases {
+		s, err := st.CreateSale(ctx, store.NewSale{Name: fmt.Sprintf("%s-%d-%d", t.Name(), now.UnixNano(), i),
+			StartsAt: now.Add(-2 * time.Hour), EndsAt: c.endsAt, PaymentTTL: ttl,
+			Items: []store.NewItem{{ProductID: "p", Name: "n", Price: "1.00", Quantity: 1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[s.ID] = i
+	}
+	inPlay, err := st.SalesInPlay(ctx, now, 0, inFlight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiring, err := st.HotCopyExpiries(ctx, now.Add(-30*24*time.Hour), now.Add(-inFlight), inFlight+time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make([]int, len(cases))
+	gotInPlay := make([]bool, len(cases))
+	for _, id := range inPlay {
+		if i, ok := ids[id]; ok {
+			seen[i]++
+			gotInPlay[i] = true
+		}
+	}
+	for _, e := range expiring {
+		if i, ok := ids[e.SaleID]; ok {
+			seen[i]++
+		}
+	}
+	for i, c := range cases {
+		if seen[i] != 1 || gotInPlay[i] != c.inPlay {
+			t.Errorf("%s: listed %d times, in play %t; want once, in play %t", c.name, seen[i], gotInPlay[i], c.inPlay)
+		}
+	}
+}
