@@ -5,8 +5,9 @@
 # ten minutes' sales open, each with its holders), reads the CPU of it,
 # Redis and PostgreSQL from /proc every 100 ms for FIRSTPASS_SECONDS, and
 # prints the busiest 500 ms of the three together and each one's total.
-# The abandoned-reservation pass starts 5 s in and reads every open sale's
-# holders; compare its pace with
+# The abandoned-reservation pass starts 5 s in and reads the holders of
+# every sale in play (open, or ended within its payment window); compare
+# its pace with
 #   FLASHSALE_ABANDON_READ_RATE=0 bash benchmarks/firstpass.sh   (unpaced)
 #   bash benchmarks/firstpass.sh                                 (default)
 # An earlier demo's unpaid orders expiring meanwhile (ten minutes after its

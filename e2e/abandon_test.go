@@ -43,9 +43,10 @@ func TestDeadGatewayReservationsComeBack(t *testing.T) {
 	deadAddr := dead.Addr().String()
 	dead.Close()
 	s := harness.Start(t, harness.Options{
-		// Unpaced: on a development stack the pass also reads every open
-		// sale earlier demos left, at 20,000 holders a second by default,
-		// which would put this sale's release beyond the bound below.
+		// Unpaced: on a development stack the pass also reads every sale in
+		// play earlier demos left (open, or ended within its payment
+		// window), at 20,000 holders a second by default, which would put
+		// this sale's release beyond the bound below.
 		Env: map[string]string{"FLASHSALE_INFLIGHT_WINDOW": window.String(), "FLASHSALE_ABANDON_INTERVAL": interval.String(),
 			"FLASHSALE_ABANDON_READ_RATE": "0"},
 		ProcEnv: map[string]map[string]string{"gateway": {

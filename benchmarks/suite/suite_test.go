@@ -72,8 +72,9 @@ func TestKibToMiB(t *testing.T) {
 }
 
 // A sale outlives every attack on it and the wait for its orders, and is
-// not left open much longer: every open sale is a pass over its holders
-// for the order service.
+// not left open much longer: every sale in play is a pass over its
+// holders for the order service, and an open one is in play for its
+// payment window after it ends besides.
 func TestSaleLength(t *testing.T) {
 	o := validOptions()
 	o.Bound, o.PersistBound, o.Rounds = time.Minute, 30*time.Second, 3

@@ -761,7 +761,7 @@ func (p *burstPace) WaitN(ctx context.Context, n int) error {
 // HoldersPaced is Holders with each page waiting for pace first (nil: no
 // wait), for a background reader that must not take Redis, and the CPU
 // the purchases share, in a burst: a fresh order service's first
-// abandoned-reservation pass reads every open sale's holders at once.
+// abandoned-reservation pass reads the holders of every sale in play at once.
 func (s *Store) HoldersPaced(ctx context.Context, saleID int64, pace Pacer) (map[string]string, error) {
 	l, err := s.layout(saleID)
 	if err != nil {

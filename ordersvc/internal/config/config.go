@@ -297,8 +297,7 @@ func (c Config) checkIntervals(p *problems) {
 	}
 	if c.AbandonInterval > c.InFlightWindow {
 		// A pass at least once a window: an abandoned unit comes back about
-		// a window after its purchase (README and the gateway's log say
-		// so), and a sale's holders are read for a window after its end.
+		// a window after its purchase, as README and the gateway's log say.
 		p.add("FLASHSALE_ABANDON_INTERVAL", "want at most FLASHSALE_INFLIGHT_WINDOW (%s), got %s", c.InFlightWindow, c.AbandonInterval)
 	}
 	if c.AbandonReadRate != 0 && (c.AbandonReadRate < 1000 || c.AbandonReadRate > 10_000_000) {

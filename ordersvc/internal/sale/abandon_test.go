@@ -399,7 +399,7 @@ func (blockingPacer) WaitN(ctx context.Context, _ int) error {
 
 // A pace that lets nothing through holds a pass only as long as the
 // caller's context: the pass ends with that context's error and writes
-// nothing off, rather than hang the loop every open sale waits on.
+// nothing off, rather than hang the loop every listed sale waits on.
 func TestReleaseAbandonedEndsWithItsContext(t *testing.T) {
 	t.Parallel()
 	ctx, st, rc, stk, sl := loadedSale(t, 5)

@@ -731,7 +731,7 @@ func WithInFlightWindow(d time.Duration) Option {
 // holders to perSecond a second on average, stock.PaceBurst pages at a
 // time (0: as fast as Redis answers). The pass is never urgent, its
 // holders being older than the in-flight window, and a fresh order
-// service's first pass reads every open sale's holders: unpaced, beside a
+// service's first pass reads every listed sale's holders: unpaced, beside a
 // dozen open 10,000-unit sales, it took Redis, PostgreSQL and the order
 // service's share of the cores in the second a sale sold out in.
 func WithHolderReadRate(perSecond int) Option {

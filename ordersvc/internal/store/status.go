@@ -77,17 +77,18 @@ func (s *Store) OpenSales(ctx context.Context, now time.Time) ([]int64, error) {
 		`SELECT id FROM flash_sale WHERE starts_at <= $1 AND ends_at > $1 ORDER BY id DESC`, now)
 }
 
-// SalesInPlay lists the sales that opened at least openedFor before now
-// and whose end, payment window and window besides are not all over at
-// now, newest first: those whose holders in Redis may still change (an
+// SalesInPlay lists, newest first, the sales that opened at least
+// openedFor before now and ended less than their payment window plus
+// inFlight before it: those whose holders in Redis may still change (an
 // order placed at the end is in Kafka for at most the in-flight window and
-// ends at most a payment window later), and whose copies HotCopyExpiries
-// leaves without expiry.
-func (s *Store) SalesInPlay(ctx context.Context, now time.Time, openedFor, window time.Duration) ([]int64, error) {
+// ends at most a payment window later). That is the cut-off after which
+// HotCopyExpiries, given the same in-flight window, lists the sale for its
+// copy's expiry.
+func (s *Store) SalesInPlay(ctx context.Context, now time.Time, openedFor, inFlight time.Duration) ([]int64, error) {
 	return collect(ctx, s.pool, "list sales in play", pgx.RowTo[int64], `
 		SELECT id FROM flash_sale
 		WHERE starts_at <= $1 AND ends_at + payment_ttl + $3::bigint * interval '1 microsecond' > $2
-		ORDER BY id DESC`, now.Add(-openedFor), now, window.Microseconds())
+		ORDER BY id DESC`, now.Add(-openedFor), now, inFlight.Microseconds())
 }
 
 // ClockSkew is how far now is ahead of PostgreSQL's clock
