@@ -73,8 +73,7 @@ func (sl *sale) admit(ctx context.Context, n int) []string {
 				sl.mu.Lock()
 				sl.admitted[u] = admission{ticket: tickets[i], token: st.AdmissionToken}
 				if sl.url == "" {
-					sl.path = st.PurchasePath
-					sl.url = fmt.Sprintf("%s%s/items/%d/purchase", sl.s.GatewayURL, sl.path, sl.item)
+					sl.usePath(st.PurchasePath)
 				}
 				sl.mu.Unlock()
 				break

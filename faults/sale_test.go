@@ -101,8 +101,7 @@ func openSale(t *testing.T, s *harness.Stack, quantity int) *sale {
 	for {
 		info, err := sl.info(testenv.Context(t))
 		if err == nil && info.PurchasePath != "" {
-			sl.path = info.PurchasePath
-			sl.url = fmt.Sprintf("%s%s/items/%d/purchase", s.GatewayURL, sl.path, sl.item)
+			sl.usePath(info.PurchasePath)
 			return sl
 		}
 		if time.Now().After(deadline) {
@@ -143,6 +142,14 @@ func createSale(t *testing.T, s *harness.Stack, quantity int, queue *adminapi.Sa
 		t.Fatalf("load stock: %d %s %v", code, body, err)
 	}
 	return sl
+}
+
+// usePath sets the sale's purchase path, which the gateway reveals once
+// the sale is open (or, behind the queue, with an admission), and the
+// item's purchase URL under it.
+func (sl *sale) usePath(path string) {
+	sl.path = path
+	sl.url = fmt.Sprintf("%s%s/items/%d/purchase", sl.s.GatewayURL, path, sl.item)
 }
 
 // saleInfo is the public sale answer of the gateway.

@@ -450,19 +450,9 @@ func TestWatchAbandonedReadsSalesInPlay(t *testing.T) {
 
 	old := testdb.Sale(t, st, 5) // opened a minute ago
 	opened := time.Now()
-	newSale := func(name string, starts, ends time.Time) store.Sale {
-		t.Helper()
-		sl, err := st.CreateSale(ctx, store.NewSale{Name: fmt.Sprintf("%s-%s-%d", t.Name(), name, opened.UnixNano()),
-			StartsAt: starts, EndsAt: ends, PaymentTTL: time.Minute,
-			Items: []store.NewItem{{ProductID: "p0", Name: "item 0", Price: "9.99", Quantity: 5}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sl
-	}
-	young := newSale("young", opened, opened.Add(time.Hour))
-	ended := newSale("ended", opened.Add(-time.Hour), opened.Add(-40*time.Second))
-	over := newSale("over", opened.Add(-time.Hour), opened.Add(-2*time.Minute))
+	young := testdb.SaleAt(t, st, opened, opened.Add(time.Hour), time.Minute, 5)
+	ended := testdb.SaleAt(t, st, opened.Add(-time.Hour), opened.Add(-40*time.Second), time.Minute, 5)
+	over := testdb.SaleAt(t, st, opened.Add(-time.Hour), opened.Add(-2*time.Minute), time.Minute, 5)
 	for _, sl := range []store.Sale{old, young, ended, over} {
 		testdb.Load(t, st, stk, sl.ID)
 		placed := opened.Add(-time.Minute)

@@ -122,13 +122,7 @@ func TestSalesInPlayUntilTheirCopyExpires(t *testing.T) {
 	}
 	ids := map[int64]int{}
 	for i, c := range cases {
-		s, err := st.CreateSale(ctx, store.NewSale{Name: fmt.Sprintf("%s-%d-%d", t.Name(), now.UnixNano(), i),
-			StartsAt: now.Add(-2 * time.Hour), EndsAt: c.endsAt, PaymentTTL: ttl,
-			Items: []store.NewItem{{ProductID: "p", Name: "n", Price: "1.00", Quantity: 1}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[s.ID] = i
+		ids[testdb.SaleAt(t, st, now.Add(-2*time.Hour), c.endsAt, ttl, 1).ID] = i
 	}
 	inPlay, err := st.SalesInPlay(ctx, now, 0, inFlight)
 	if err != nil {

@@ -111,11 +111,18 @@ var seq atomic.Int64
 func Sale(t testing.TB, st *store.Store, quantities ...int64) store.Sale {
 	t.Helper()
 	now := time.Now()
+	return SaleAt(t, st, now.Add(-time.Minute), now.Add(time.Hour), 10*time.Minute, quantities...)
+}
+
+// SaleAt creates a sale named after the test, open from startsAt to endsAt
+// with the payment window paymentTTL, with one item per quantity.
+func SaleAt(t testing.TB, st *store.Store, startsAt, endsAt time.Time, paymentTTL time.Duration, quantities ...int64) store.Sale {
+	t.Helper()
 	ns := store.NewSale{
-		Name:       fmt.Sprintf("%.150s-%d-%d", t.Name(), now.UnixNano(), seq.Add(1)),
-		StartsAt:   now.Add(-time.Minute),
-		EndsAt:     now.Add(time.Hour),
-		PaymentTTL: 10 * time.Minute,
+		Name:       fmt.Sprintf("%.150s-%d-%d", t.Name(), time.Now().UnixNano(), seq.Add(1)),
+		StartsAt:   startsAt,
+		EndsAt:     endsAt,
+		PaymentTTL: paymentTTL,
 	}
 	for i, q := range quantities {
 		ns.Items = append(ns.Items, store.NewItem{ProductID: fmt.Sprintf("p%d", i), Name: fmt.Sprintf("item %d", i), Price: "9.99", Quantity: q})
