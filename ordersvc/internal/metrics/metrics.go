@@ -109,6 +109,14 @@ func New() *Counters {
 	return c
 }
 
+// CountCheckedBatches exports read (store.Store.CheckedBatches) as
+// batches_checked_total.
+func (c *Counters) CountCheckedBatches(read func() uint64) error {
+	return c.reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "batches_checked_total",
+		Help: "Consumer batches written after reading their stored orders and active shoppers, rather than fresh: a redelivery, a repeat buyer or a rejection was in the batch."},
+		func() float64 { return float64(read()) }))
+}
+
 // Register adds a collector that reads live state at each scrape (the
 // Redis watch's clock skew).
 func (c *Counters) Register(col prometheus.Collector) error { return c.reg.Register(col) }

@@ -85,12 +85,24 @@ const (
 			WHERE o.sale_id = u.sale_id AND o.user_id = u.user_id AND o.status IN ('PENDING', 'PAID')
 			LIMIT 1
 		) active`
-	// One statement writes the orders, bumps each item's sold counter once
-	// (from the rows actually inserted, so a row lost to ON CONFLICT is not
-	// counted) and queues the units of REJECTED rows for release. Foreign
-	// keys are checked at the end of the statement, so stock_release may
-	// reference rows inserted by its sibling.
-	sqlInsert = `
+)
+
+// sqlInsert writes a checked batch, sqlInsertFresh a fresh one (PersistBatch
+// says which is which).
+var (
+	sqlInsert      = insertOrders("ON CONFLICT (id) DO NOTHING")
+	sqlInsertFresh = insertOrders("")
+)
+
+// insertOrders is the one statement that writes a batch's orders, bumps each
+// item's sold counter once (from the rows actually inserted, so a row lost
+// to ON CONFLICT is not counted) and queues the units of REJECTED rows for
+// release. Foreign keys are checked at the end of the statement, so
+// stock_release may reference rows inserted by its sibling. onConflict is
+// the INSERT's conflict clause: a checked batch skips an id stored since
+// its check; a fresh batch has none, so that a stored id fails it.
+func insertOrders(onConflict string) string {
+	return `
 		WITH input AS (
 			SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::text[],
 			                     $6::timestamptz[], $7::timestamptz[], $8::text[], $9::text[])
@@ -101,7 +113,7 @@ const (
 			SELECT id, sale_id, item_id, user_id, status, created_at, expires_at, nullif(reject_reason, ''),
 			       CASE WHEN status = 'REJECTED' THEN now() END, nullif(admission_id, '')
 			FROM input
-			ON CONFLICT (id) DO NOTHING
+			` + onConflict + `
 			RETURNING id, sale_id, item_id, user_id, status, reject_reason
 		), sold AS (
 			UPDATE flash_sale_item i SET sold = i.sold + c.n
@@ -115,7 +127,7 @@ const (
 			ON CONFLICT (order_id) DO NOTHING
 		)
 		SELECT id FROM ins`
-)
+}
 
 type lockedItem struct {
 	saleID int64
@@ -135,8 +147,19 @@ type existingOrder struct {
 // PersistBatch turns a batch of events into order rows in one transaction
 // and returns the outcome of each event, in input order. The hot item rows
 // are locked and updated once per item per batch, not once per order;
-// idempotency is by order id, guarded by the primary key (ON CONFLICT), not
-// by the pre-check alone.
+// idempotency is by order id, guarded by the primary key, not by a
+// pre-check alone.
+//
+// A batch is first written as fresh: every order new and every shopper
+// without an active order, which is what a sale's consumer meets but for a
+// redelivery or a repeat buyer. Only the items are read before the insert,
+// and the insert has no conflict clause, so the primary key and the
+// one-active-order index refuse the whole batch if it was not fresh; it is
+// then written again, checked: the orders already stored and the shoppers
+// already active are read first, and each event is decided against them.
+// The two give the same outcomes: a fresh write is tried only when every
+// event would be Accepted, and it commits only when no stored row or
+// active order could have changed that.
 //
 // Any error leaves the database untouched and the batch must be retried
 // whole; ErrActiveConflict marks the one race a retry resolves.
@@ -146,29 +169,95 @@ func (s *Store) PersistBatch(ctx context.Context, events []event.OrderPlaced) ([
 	if len(uniq) == 0 {
 		return out, nil
 	}
+	written, err := s.persistFresh(ctx, events, uniq, out)
+	if err != nil {
+		return nil, fmt.Errorf("persist batch: %w", err)
+	}
+	if !written {
+		s.checked.Add(1)
+		if err := s.persistChecked(ctx, events, uniq, out); err != nil {
+			return nil, fmt.Errorf("persist batch: %w", err)
+		}
+	}
+	return out, nil
+}
 
+// persistFresh writes the events of uniq as new orders of shoppers without
+// an active order, setting their outcomes in out, and reports whether it
+// did. It writes nothing (and out must be decided again) when an event
+// would not be Accepted against its item alone, or when the insert meets a
+// stored order id or an active order of the same shopper.
+func (s *Store) persistFresh(ctx context.Context, events []event.OrderPlaced, uniq []int, out []Outcome) (bool, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("persist batch: begin: %w", err)
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it is a no-op; on failure the tx is gone anyway
+
+	itemIDs := batchItems(events, uniq)
+	b := &pgx.Batch{}
+	b.Queue(sqlLockItems, itemIDs)
+	br := tx.SendBatch(ctx, b)
+	items, err := readLockedItems(br, len(itemIDs))
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, fmt.Errorf("lock items: %w", err)
+	}
+	pc := &prechecks{items: items, existing: map[uuid.UUID]existingOrder{}, active: make(map[saleUser]bool, len(uniq))}
+	plan := pc.plan(events, uniq, out)
+	for _, i := range uniq {
+		if out[i].Kind != Accepted {
+			return false, nil
+		}
+	}
+	if _, err := tx.Exec(ctx, sqlInsertFresh, plan.args()...); err != nil {
+		if notFresh(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("insert: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	return true, nil
+}
+
+// notFresh reports whether a fresh insert failed on a stored order id or on
+// an active order of the same shopper.
+func notFresh(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == "23505" &&
+		(pgErr.ConstraintName == "flash_sale_order_pkey" || pgErr.ConstraintName == "flash_sale_order_one_active")
+}
+
+// persistChecked writes the events of uniq after reading which of them are
+// stored already and which of their shoppers are active, and sets their
+// outcomes in out.
+func (s *Store) persistChecked(ctx context.Context, events []event.OrderPlaced, uniq []int, out []Outcome) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it is a no-op; on failure the tx is gone anyway
 
 	pc, err := precheck(ctx, tx, events, uniq)
 	if err != nil {
-		return nil, fmt.Errorf("persist batch: %w", err)
+		return err
 	}
 	plan := pc.plan(events, uniq, out)
 	if plan.len() > 0 {
 		inserted, err := insert(ctx, tx, plan)
 		if err != nil {
-			return nil, fmt.Errorf("persist batch: insert: %w", err)
+			return fmt.Errorf("insert: %w", err)
 		}
 		plan.markLost(inserted, out)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("persist batch: commit: %w", err)
+		return fmt.Errorf("commit: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // dedupe marks in out every event whose order id appeared earlier in the
@@ -203,14 +292,13 @@ type prechecks struct {
 // are held, so rows committed by a consumer that held those locks before
 // us are seen.
 func precheck(ctx context.Context, tx pgx.Tx, events []event.OrderPlaced, uniq []int) (*prechecks, error) {
-	itemIDs := make([]int64, 0, 8)
+	itemIDs := batchItems(events, uniq)
 	orderIDs := make([]uuid.UUID, 0, len(uniq))
 	pairSales := make([]int64, 0, len(uniq))
 	pairUsers := make([]string, 0, len(uniq))
 	pairSeen := make(map[saleUser]bool, len(uniq))
 	for _, i := range uniq {
 		e := events[i]
-		itemIDs = append(itemIDs, e.ItemID)
 		orderIDs = append(orderIDs, e.OrderID)
 		if k := (saleUser{e.SaleID, e.UserID}); !pairSeen[k] {
 			pairSeen[k] = true
@@ -218,8 +306,6 @@ func precheck(ctx context.Context, tx pgx.Tx, events []event.OrderPlaced, uniq [
 			pairUsers = append(pairUsers, e.UserID)
 		}
 	}
-	slices.Sort(itemIDs)
-	itemIDs = slices.Compact(itemIDs)
 
 	b := &pgx.Batch{}
 	b.Queue(sqlLockItems, itemIDs)
@@ -231,6 +317,17 @@ func precheck(ctx context.Context, tx pgx.Tx, events []event.OrderPlaced, uniq [
 		err = cerr
 	}
 	return pc, err
+}
+
+// batchItems returns the item ids of the events of uniq, sorted, each once:
+// the order in which sqlLockItems locks them.
+func batchItems(events []event.OrderPlaced, uniq []int) []int64 {
+	ids := make([]int64, 0, 8)
+	for _, i := range uniq {
+		ids = append(ids, events[i].ItemID)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 // plan decides the events of uniq in batch order, sets their outcomes in

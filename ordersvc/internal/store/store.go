@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -66,10 +67,18 @@ type Store struct {
 	// shards caches each sale's stock shard count (see ShardsOf), which
 	// never changes once the sale exists.
 	shards sync.Map // sale id -> int
+	// checked counts the batches PersistBatch wrote checked (CheckedBatches).
+	checked atomic.Uint64
 }
 
 // New wraps a pool; the caller owns and closes it.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// CheckedBatches returns how many batches PersistBatch has written checked,
+// rather than fresh: each held a redelivered order, a shopper already
+// active, or an event that is not accepted, and cost the lookups a fresh
+// batch goes without (plus the failed fresh attempt, when it was tried).
+func (s *Store) CheckedBatches() uint64 { return s.checked.Load() }
 
 // Ping checks that PostgreSQL answers.
 func (s *Store) Ping(ctx context.Context) error {

@@ -213,11 +213,14 @@ func TestPersistBatch(t *testing.T) {
 
 // Consumers racing on the same sale never oversell and never give a user
 // two active orders. Batches sharing an item queue on its lock, so the one
-// race left is between batches of different items for the same user: both
-// prechecks find her inactive, both insert, and the partial unique index
-// flash_sale_order_one_active refuses the later insert, which PersistBatch
-// reports as ErrActiveConflict; its caller retries the whole batch, which
-// then finds her active and rejects that event as ALREADY_ACTIVE. Here
+// race left is between batches of different items for the same user. A
+// fresh write that meets her active order is written again checked; the
+// race is then between two checked writes, or a checked write and a fresh
+// one that commits after its lookup: both find her inactive, both insert,
+// and the partial unique index flash_sale_order_one_active refuses the
+// later checked insert, which PersistBatch reports as ErrActiveConflict;
+// its caller retries the whole batch, which then finds her active and
+// rejects that event as ALREADY_ACTIVE. Here
 // worker w writes only item w%2 (two workers per item) for the same users
 // u0..u49, so the two items' workers race on every user. Whether a round
 // hits the race is timing, so the scenario runs on a fresh sale until one
