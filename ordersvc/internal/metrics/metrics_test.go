@@ -180,6 +180,9 @@ func TestREADMEListsEveryMetric(t *testing.T) {
 	if err := c.Register(w.Collector(metrics.Namespace)); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.CountCheckedBatches(func() uint64 { return 1 }); err != nil {
+		t.Fatal(err)
+	}
 	d, err := metricdoc.Compare(c.Gatherer(), metrics.Namespace+"_")
 	if err != nil {
 		t.Fatal(err)

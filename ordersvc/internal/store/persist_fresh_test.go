@@ -13,7 +13,6 @@ import (
 
 	"flashsale/ordersvc/internal/store"
 	"flashsale/ordersvc/internal/testdb"
-	"flashsale/pkg/event"
 	"flashsale/tools/testenv"
 )
 
@@ -36,30 +35,8 @@ func TestFreshWritesDecideAsCheckedOnes(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 
-	type ev struct {
-		order, item int // item: 0 or 1 of the sale, -1 no such item, -2 an item of another sale
-		user        string
-	}
-	idsA, idsB := map[int]uuid.UUID{}, map[int]uuid.UUID{}
+	idsA, idsB := map[string]uuid.UUID{}, map[string]uuid.UUID{}
 	placed := time.Now().UTC().Truncate(time.Microsecond)
-	mk := func(s store.Sale, ids map[int]uuid.UUID, evs []ev) []event.OrderPlaced {
-		out := make([]event.OrderPlaced, 0, len(evs))
-		for _, e := range evs {
-			if _, ok := ids[e.order]; !ok {
-				ids[e.order] = uuid.New()
-			}
-			item := int64(1 << 60)
-			switch e.item {
-			case -1:
-			case -2:
-				item = other.Items[0].ID
-			default:
-				item = s.Items[e.item].ID
-			}
-			out = append(out, event.OrderPlaced{Version: 1, OrderID: ids[e.order], SaleID: s.ID, ItemID: item, UserID: e.user, PlacedAt: placed})
-		}
-		return out
-	}
 
 	var history []ev
 	const batches = 60
@@ -71,20 +48,20 @@ func TestFreshWritesDecideAsCheckedOnes(t *testing.T) {
 			case r < 5 && len(history) > 0: // a redelivery, maybe within this batch
 				e = history[rng.IntN(len(history))]
 			case r < 8:
-				e = ev{order: len(history), item: -1 - rng.IntN(2), user: user(rng)}
+				e = ev{order: fmt.Sprint(len(history)), item: -1 - rng.IntN(2), user: user(rng)}
 			case r < 20: // the small item, which sells out
-				e = ev{order: len(history), item: 1, user: user(rng)}
+				e = ev{order: fmt.Sprint(len(history)), item: 1, user: user(rng)}
 			default:
-				e = ev{order: len(history), item: 0, user: user(rng)}
+				e = ev{order: fmt.Sprint(len(history)), item: 0, user: user(rng)}
 			}
 			history = append(history, e)
 			batch = append(batch, e)
 		}
-		got, err := withFresh.PersistBatch(ctx, mk(saleA, idsA, batch))
+		got, err := withFresh.PersistBatch(ctx, orderEvents(saleA, other, idsA, placed, batch))
 		if err != nil {
 			t.Fatalf("batch %d: PersistBatch: %v", b, err)
 		}
-		want, err := checkedOnly.PersistBatchChecked(ctx, mk(saleB, idsB, batch))
+		want, err := checkedOnly.PersistBatchChecked(ctx, orderEvents(saleB, other, idsB, placed, batch))
 		if err != nil {
 			t.Fatalf("batch %d: checked write: %v", b, err)
 		}
@@ -103,13 +80,16 @@ func TestFreshWritesDecideAsCheckedOnes(t *testing.T) {
 	}
 
 	rowsA, rowsB := saleRows(t, ctx, pool, saleA.ID), saleRows(t, ctx, pool, saleB.ID)
-	for order := range history {
+	for order := range idsA {
 		if a, b := rowsA[idsA[order]], rowsB[idsB[order]]; a != b {
-			t.Errorf("order %d: row %+v with fresh writes, %+v checked", order, a, b)
+			t.Errorf("order %s: row %+v with fresh writes, %+v checked", order, a, b)
 		}
 	}
 	if len(rowsA) != len(rowsB) {
 		t.Errorf("%d rows with fresh writes, %d checked", len(rowsA), len(rowsB))
+	}
+	if len(idsA) != len(idsB) {
+		t.Errorf("%d order ids with fresh writes, %d checked", len(idsA), len(idsB))
 	}
 	afterA, err := withFresh.GetSale(ctx, saleA.ID)
 	if err != nil {

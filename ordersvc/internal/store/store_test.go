@@ -41,6 +41,28 @@ type ev struct {
 	user  string
 }
 
+// orderEvents turns evs into events of sale, placed at placed: each order
+// key gets an id the first time it is seen (in ids), and item -2 names
+// other's first item.
+func orderEvents(sale, other store.Sale, ids map[string]uuid.UUID, placed time.Time, evs []ev) []event.OrderPlaced {
+	out := make([]event.OrderPlaced, 0, len(evs))
+	for _, e := range evs {
+		if _, ok := ids[e.order]; !ok {
+			ids[e.order] = uuid.New()
+		}
+		item := int64(1 << 60)
+		switch e.item {
+		case -1:
+		case -2:
+			item = other.Items[0].ID
+		default:
+			item = sale.Items[e.item].ID
+		}
+		out = append(out, event.OrderPlaced{Version: 1, OrderID: ids[e.order], SaleID: sale.ID, ItemID: item, UserID: e.user, PlacedAt: placed})
+	}
+	return out
+}
+
 func TestPersistBatch(t *testing.T) {
 	t.Parallel()
 	pool := testdb.Pool(t)
@@ -138,24 +160,7 @@ func TestPersistBatch(t *testing.T) {
 			sale := testdb.Sale(t, st, tt.quantities...)
 			ids := map[string]uuid.UUID{}
 			placed := time.Now().UTC().Truncate(time.Microsecond)
-			mk := func(evs []ev) []event.OrderPlaced {
-				var out []event.OrderPlaced
-				for _, e := range evs {
-					if _, ok := ids[e.order]; !ok {
-						ids[e.order] = uuid.New()
-					}
-					item := int64(1 << 60)
-					switch e.item {
-					case -1:
-					case -2:
-						item = other.Items[0].ID
-					default:
-						item = sale.Items[e.item].ID
-					}
-					out = append(out, event.OrderPlaced{Version: 1, OrderID: ids[e.order], SaleID: sale.ID, ItemID: item, UserID: e.user, PlacedAt: placed})
-				}
-				return out
-			}
+			mk := func(evs []ev) []event.OrderPlaced { return orderEvents(sale, other, ids, placed, evs) }
 			for _, b := range tt.before {
 				if _, err := st.PersistBatch(ctx, mk(b)); err != nil {
 					t.Fatalf("persist earlier batch: %v", err)
