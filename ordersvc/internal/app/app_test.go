@@ -378,6 +378,12 @@ func TestServe(t *testing.T) {
 		n, _ := fams.Value("flashsale_ordersvc_orders_persisted_total")
 		return err == nil && n == 1, fmt.Sprintf("%v persisted, %v", n, err)
 	})
+	// A new order of a shopper without one is a fresh batch: no lookups.
+	if fams, err := scrape.Get(t.Context(), nil, admin+"/metrics"); err != nil {
+		t.Error(err)
+	} else if n, ok := fams.Value("flashsale_ordersvc_batches_checked_total"); !ok || n != 0 {
+		t.Errorf("batches_checked_total %v (found %v), want 0: the one order was new", n, ok)
+	}
 	// The consumer committed the one message: the periodic lag reading
 	// says so on /metrics and in the sale's status.
 	waitFor(t, "consumer lag 0 on /metrics", func() (bool, string) {
