@@ -60,9 +60,9 @@ const (
 	// sqlTombstones writes each order as REJECTED unless its id exists, and
 	// an outbox row for each one written. The id is the primary key, so
 	// exactly one of the gateway and the consumer writes it: whichever
-	// comes second finds it taken (the consumer's PersistBatch uses ON
-	// CONFLICT (id) DO NOTHING too, and reads an existing id as a
-	// duplicate). The gateway gives the unit back itself right after the
+	// comes second finds it taken (the consumer's fresh write fails on the
+	// taken id and the batch is written again checked, which reads an
+	// existing id as a duplicate). The gateway gives the unit back itself right after the
 	// commit; the outbox row is for a gateway that dies before it does:
 	// the order service's relay then returns the unit (a release is keyed
 	// by order id, so the second one of the two is a no-op). created_at and

@@ -381,8 +381,12 @@ func TestServe(t *testing.T) {
 	// A new order of a shopper without one is a fresh batch: no lookups.
 	if fams, err := scrape.Get(t.Context(), nil, admin+"/metrics"); err != nil {
 		t.Error(err)
-	} else if n, ok := fams.Value("flashsale_ordersvc_batches_checked_total"); !ok || n != 0 {
-		t.Errorf("batches_checked_total %v (found %v), want 0: the one order was new", n, ok)
+	} else {
+		for _, cause := range []string{"rejection", "conflict"} {
+			if n, ok := fams.Value("flashsale_ordersvc_batches_checked_total", "cause", cause); !ok || n != 0 {
+				t.Errorf("batches_checked_total{cause=%q} %v (found %v), want 0: the one order was new", cause, n, ok)
+			}
+		}
 	}
 	// The consumer committed the one message: the periodic lag reading
 	// says so on /metrics and in the sale's status.

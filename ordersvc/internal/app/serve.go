@@ -147,7 +147,7 @@ func newService(ctx context.Context, cfg config.Config, c clients, verifier *aut
 	if err := m.Register(redis.w.Collector(metrics.Namespace)); err != nil {
 		return nil, fmt.Errorf("register the clock skew: %w", err)
 	}
-	if err := m.CountCheckedBatches(st.CheckedBatches); err != nil {
+	if err := m.CountCheckedBatches(st.CheckedBatches, store.CheckedRejection, store.CheckedConflict); err != nil {
 		return nil, fmt.Errorf("register the checked batches: %w", err)
 	}
 	stk := stockStore(c.rc, st)

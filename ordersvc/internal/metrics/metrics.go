@@ -110,11 +110,18 @@ func New() *Counters {
 }
 
 // CountCheckedBatches exports read (store.Store.CheckedBatches) as
-// batches_checked_total.
-func (c *Counters) CountCheckedBatches(read func() uint64) error {
-	return c.reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "batches_checked_total",
-		Help: "Consumer batches written after reading their stored orders and active shoppers, rather than fresh: a redelivery, a repeat buyer or a rejection was in the batch."},
-		func() float64 { return float64(read()) }))
+// batches_checked_total, one series per cause.
+func (c *Counters) CountCheckedBatches(read func(cause string) uint64, causes ...string) error {
+	for _, cause := range causes {
+		f := prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "batches_checked_total",
+			Help:        "Consumer batches written after reading their stored orders and active shoppers, rather than fresh, by cause: rejection (an event would not be accepted against its item) or conflict (the fresh insert met a stored order or an active shopper).",
+			ConstLabels: prometheus.Labels{"cause": cause}},
+			func() float64 { return float64(read(cause)) })
+		if err := c.reg.Register(f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Register adds a collector that reads live state at each scrape (the

@@ -180,7 +180,7 @@ func TestREADMEListsEveryMetric(t *testing.T) {
 	if err := c.Register(w.Collector(metrics.Namespace)); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.CountCheckedBatches(func() uint64 { return 1 }); err != nil {
+	if err := c.CountCheckedBatches(func(string) uint64 { return 1 }, "rejection", "conflict"); err != nil {
 		t.Fatal(err)
 	}
 	d, err := metricdoc.Compare(c.Gatherer(), metrics.Namespace+"_")

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"flashsale/ordersvc/internal/store"
 	"flashsale/ordersvc/internal/testdb"
+	"flashsale/pkg/event"
 	"flashsale/tools/testenv"
 )
 
@@ -21,9 +23,11 @@ import (
 // rows, the same sold counters and the same units queued for release. Two
 // sales of the same shape get the same random history of batches, with
 // redeliveries of earlier orders, repeat buyers, repeats within a batch,
-// unknown items and both items selling out: one through PersistBatch, the
-// other through the checked write alone. Both kinds of write must occur in
-// the first, or the comparison proves nothing.
+// unknown items, admissions, both items selling out, and between batches
+// shoppers cancelling or paying earlier orders: one through PersistBatch,
+// the other through the checked write alone. The first must have written
+// batches fresh, and checked for both causes, or the comparison proves
+// nothing.
 func TestFreshWritesDecideAsCheckedOnes(t *testing.T) {
 	t.Parallel()
 	pool := testdb.Pool(t)
@@ -37,6 +41,15 @@ func TestFreshWritesDecideAsCheckedOnes(t *testing.T) {
 
 	idsA, idsB := map[string]uuid.UUID{}, map[string]uuid.UUID{}
 	placed := time.Now().UTC().Truncate(time.Microsecond)
+	events := func(s store.Sale, ids map[string]uuid.UUID, batch []ev) []event.OrderPlaced {
+		evs := orderEvents(s, other, ids, placed, batch)
+		for i, e := range batch {
+			if len(e.order)%2 == 0 { // some orders of a queued sale
+				evs[i].AdmissionID = "adm-" + e.order
+			}
+		}
+		return evs
+	}
 
 	var history []ev
 	const batches = 60
@@ -57,25 +70,33 @@ func TestFreshWritesDecideAsCheckedOnes(t *testing.T) {
 			history = append(history, e)
 			batch = append(batch, e)
 		}
-		got, err := withFresh.PersistBatch(ctx, orderEvents(saleA, other, idsA, placed, batch))
+		got, err := withFresh.PersistBatch(ctx, events(saleA, idsA, batch))
 		if err != nil {
 			t.Fatalf("batch %d: PersistBatch: %v", b, err)
 		}
-		want, err := checkedOnly.PersistBatchChecked(ctx, orderEvents(saleB, other, idsB, placed, batch))
+		want, err := checkedOnly.PersistBatchChecked(ctx, events(saleB, idsB, batch))
 		if err != nil {
 			t.Fatalf("batch %d: checked write: %v", b, err)
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("batch %d %+v: outcomes (-checked +with fresh writes):\n%s", b, batch, diff)
 		}
+		// A shopper ends or pays an earlier order of hers, the same in both.
+		if e := history[rng.IntN(len(history))]; rng.IntN(3) == 0 {
+			pay := rng.IntN(2) == 0
+			if ga, gb := lifecycle(ctx, withFresh, idsA[e.order], e.user, pay), lifecycle(ctx, checkedOnly, idsB[e.order], e.user, pay); ga != gb {
+				t.Fatalf("after batch %d, order %s (pay %v): %s with fresh writes, %s checked", b, e.order, pay, ga, gb)
+			}
+		}
 	}
 
-	checked := withFresh.CheckedBatches()
-	t.Logf("%d of %d batches written checked", checked, batches)
-	if checked < 5 || checked > batches-5 {
-		t.Fatalf("%d of %d batches written checked: want both kinds of write, at least 5 of each", checked, batches)
+	rejection, conflict := withFresh.CheckedBatches(store.CheckedRejection), withFresh.CheckedBatches(store.CheckedConflict)
+	fresh := batches - int(rejection+conflict)
+	t.Logf("of %d batches: %d fresh, %d checked for a rejection, %d for a conflict", batches, fresh, rejection, conflict)
+	if fresh == 0 || rejection == 0 || conflict == 0 {
+		t.Fatalf("want every kind of write at least once")
 	}
-	if n := checkedOnly.CheckedBatches(); n != 0 {
+	if n := checkedOnly.CheckedBatches(store.CheckedRejection) + checkedOnly.CheckedBatches(store.CheckedConflict); n != 0 {
 		t.Errorf("the checked write alone counted %d checked batches, want 0 (PersistBatch counts them)", n)
 	}
 
@@ -85,11 +106,8 @@ func TestFreshWritesDecideAsCheckedOnes(t *testing.T) {
 			t.Errorf("order %s: row %+v with fresh writes, %+v checked", order, a, b)
 		}
 	}
-	if len(rowsA) != len(rowsB) {
-		t.Errorf("%d rows with fresh writes, %d checked", len(rowsA), len(rowsB))
-	}
-	if len(idsA) != len(idsB) {
-		t.Errorf("%d order ids with fresh writes, %d checked", len(idsA), len(idsB))
+	if len(rowsA) != len(rowsB) || len(idsA) != len(idsB) {
+		t.Errorf("%d rows of %d ids with fresh writes, %d of %d checked", len(rowsA), len(idsA), len(rowsB), len(idsB))
 	}
 	afterA, err := withFresh.GetSale(ctx, saleA.ID)
 	if err != nil {
@@ -104,9 +122,41 @@ func TestFreshWritesDecideAsCheckedOnes(t *testing.T) {
 			t.Errorf("item %d: sold %d with fresh writes, %d checked", i, a, b)
 		}
 	}
-	if afterA.Items[1].Sold < 12 {
-		t.Errorf("item 1 sold %d of 12: the history should sell it out", afterA.Items[1].Sold)
+	if afterA.Items[1].Sold+int64(cancelled(rowsA, 1)) < 12 {
+		t.Errorf("item 1 sold %d of 12, %d cancelled: the history should sell it out", afterA.Items[1].Sold, cancelled(rowsA, 1))
 	}
+}
+
+// lifecycle pays or cancels order id for user in st and says how that
+// went: the order's status, or the error's kind.
+func lifecycle(ctx context.Context, st *store.Store, id uuid.UUID, user string, pay bool) string {
+	var tr store.Transition
+	var err error
+	if pay {
+		tr, err = st.Pay(ctx, id, user, "ref-"+id.String())
+	} else {
+		tr, err = st.Cancel(ctx, id, user)
+	}
+	for _, known := range []error{store.ErrNotFound, store.ErrPaid, store.ErrExpired, store.ErrCancelled, store.ErrRejected} {
+		if errors.Is(err, known) {
+			return known.Error()
+		}
+	}
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return tr.Order.Status
+}
+
+// cancelled counts the CANCELLED orders of the item at index item.
+func cancelled(rows map[uuid.UUID]orderRow, item int) int {
+	n := 0
+	for _, r := range rows {
+		if r.item == item && r.status == store.StatusCancelled {
+			n++
+		}
+	}
+	return n
 }
 
 // user picks one of 300 shoppers, so that some buy twice.
@@ -114,8 +164,10 @@ func user(rng *rand.Rand) string { return fmt.Sprintf("u%d", rng.IntN(300)) }
 
 // orderRow is what a comparison of two sales' orders reads of each.
 type orderRow struct {
-	user, status, reason, release string
-	item                          int
+	user, status, reason, release, admission string
+	item                                     int
+	created, expires                         time.Time
+	closed                                   bool
 }
 
 // saleRows reads a sale's orders by id: the item by its place in the sale,
@@ -123,8 +175,9 @@ type orderRow struct {
 func saleRows(t *testing.T, ctx context.Context, pool *pgxpool.Pool, saleID int64) map[uuid.UUID]orderRow {
 	t.Helper()
 	rows, err := pool.Query(ctx, `
-		SELECT o.id, o.user_id, o.status, coalesce(o.reject_reason, ''), coalesce(r.reason, ''),
-		       (SELECT count(*) FROM flash_sale_item i WHERE i.sale_id = o.sale_id AND i.id < o.item_id)::int
+		SELECT o.id, o.user_id, o.status, coalesce(o.reject_reason, ''), coalesce(r.reason, ''), coalesce(o.admission_id, ''),
+		       (SELECT count(*) FROM flash_sale_item i WHERE i.sale_id = o.sale_id AND i.id < o.item_id)::int,
+		       o.created_at, o.expires_at, o.closed_at IS NOT NULL
 		FROM flash_sale_order o LEFT JOIN stock_release r ON r.order_id = o.id
 		WHERE o.sale_id = $1`, saleID)
 	if err != nil {
@@ -135,13 +188,87 @@ func saleRows(t *testing.T, ctx context.Context, pool *pgxpool.Pool, saleID int6
 	for rows.Next() {
 		var id uuid.UUID
 		var r orderRow
-		if err := rows.Scan(&id, &r.user, &r.status, &r.reason, &r.release, &r.item); err != nil {
+		if err := rows.Scan(&id, &r.user, &r.status, &r.reason, &r.release, &r.admission, &r.item, &r.created, &r.expires, &r.closed); err != nil {
 			t.Fatal(err)
 		}
+		r.created, r.expires = r.created.UTC(), r.expires.UTC()
 		out[id] = r
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// A shopper's cancel updates her order, then its item's sold counter; a
+// batch locks the item, then inserts. A redelivery of that order in a
+// fresh batch would wait for the cancel to commit (its primary key entry
+// is being updated) while the cancel waits for the item: a deadlock that
+// PostgreSQL breaks after a second by failing one of them. The fresh write
+// gives up instead (freshLockTimeout), the cancel goes through, and the
+// batch, written checked, finds the order cancelled.
+func TestFreshWriteGivesWayToACancel(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	ctx := testenv.Context(t)
+	st := store.New(pool)
+	sale := testdb.Sale(t, st, 5)
+	ids := map[string]uuid.UUID{}
+	placed := time.Now().UTC().Truncate(time.Microsecond)
+	batch := orderEvents(sale, sale, ids, placed, []ev{{"o1", 0, "u1"}})
+	if _, err := st.PersistBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+
+	// The cancel's first half, held open.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // committed below unless the test failed
+	var cancelPID int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&cancelPID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE flash_sale_order SET status = 'CANCELLED', closed_at = now() WHERE id = $1`, ids["o1"]); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		out []store.Outcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := st.PersistBatch(ctx, batch) // the redelivery
+		done <- result{out, err}
+	}()
+	// Once the batch waits for the cancel, the cancel asks for the item.
+	for waiting := 0; waiting == 0; {
+		select {
+		case r := <-done:
+			t.Fatalf("the redelivery ended (%v, %v) before waiting for the cancel", r.out, r.err)
+		default:
+		}
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, cancelPID).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE flash_sale_item SET sold = sold - 1 WHERE id = $1`, sale.Items[0].ID); err != nil {
+		t.Fatalf("the cancel's item update: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("the cancel's commit: %v", err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("the redelivery: %v", r.err)
+	}
+	want := []store.Outcome{{Kind: store.Duplicate, Status: store.StatusCancelled}}
+	if diff := cmp.Diff(want, r.out); diff != "" {
+		t.Errorf("the redelivery's outcome (-want +got):\n%s", diff)
+	}
+	if n := st.CheckedBatches(store.CheckedConflict); n != 1 {
+		t.Errorf("batches checked for a conflict: %d, want 1", n)
+	}
 }

@@ -67,18 +67,35 @@ type Store struct {
 	// shards caches each sale's stock shard count (see ShardsOf), which
 	// never changes once the sale exists.
 	shards sync.Map // sale id -> int
-	// checked counts the batches PersistBatch wrote checked (CheckedBatches).
-	checked atomic.Uint64
+	// checked counts the batches PersistBatch wrote checked, by why
+	// (CheckedBatches).
+	checked checkedBatches
+}
+
+// checkedBatches counts batches written checked, by why.
+type checkedBatches struct{ rejection, conflict atomic.Uint64 }
+
+func (c *checkedBatches) add(cause string) {
+	if cause == CheckedRejection {
+		c.rejection.Add(1)
+	} else {
+		c.conflict.Add(1)
+	}
 }
 
 // New wraps a pool; the caller owns and closes it.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// CheckedBatches returns how many batches PersistBatch has written checked,
-// rather than fresh: each held a redelivered order, a shopper already
-// active, or an event that is not accepted, and cost the lookups a fresh
-// batch goes without (plus the failed fresh attempt, when it was tried).
-func (s *Store) CheckedBatches() uint64 { return s.checked.Load() }
+// CheckedBatches returns how many batches PersistBatch has written checked
+// rather than fresh, for cause CheckedRejection or CheckedConflict: each
+// cost the lookups a fresh batch goes without, and a conflict also the
+// fresh insert it rolled back.
+func (s *Store) CheckedBatches(cause string) uint64 {
+	if cause == CheckedRejection {
+		return s.checked.rejection.Load()
+	}
+	return s.checked.conflict.Load()
+}
 
 // Ping checks that PostgreSQL answers.
 func (s *Store) Ping(ctx context.Context) error {

@@ -238,7 +238,7 @@ func TestPersistBatchConcurrent(t *testing.T) {
 	st := store.New(pool)
 	const rounds = 20
 	for round := 1; round <= rounds; round++ {
-		losers, alreadyActive := persistRace(t, pool, st)
+		losers, alreadyActive := persistRace(t, pool, st, 30)
 		t.Logf("round %d: %d ErrActiveConflict retries %v, %d ALREADY_ACTIVE rejections", round, len(losers), losers, alreadyActive)
 		if t.Failed() || len(losers) > 0 {
 			return
@@ -247,15 +247,37 @@ func TestPersistBatchConcurrent(t *testing.T) {
 	t.Fatalf("no ErrActiveConflict in %d rounds: the one-active race was never reached", rounds)
 }
 
+// The same race with stock for every event, so that each batch is first
+// written fresh: a fresh insert that meets another batch's uncommitted
+// order of the same shopper waits for it, and is written checked when it
+// commits (or after freshLockTimeout). The end state is checked as above,
+// in every round, until one has had a fresh write refused.
+func TestPersistBatchConcurrentFresh(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t)
+	st := store.New(pool)
+	const rounds = 20
+	for round := 1; round <= rounds; round++ {
+		losers, alreadyActive := persistRace(t, pool, st, 50)
+		refused := st.CheckedBatches(store.CheckedConflict)
+		t.Logf("round %d: %d fresh writes refused so far, %d ErrActiveConflict retries, %d ALREADY_ACTIVE rejections", round, refused, len(losers), alreadyActive)
+		if t.Failed() || refused > 0 {
+			return
+		}
+	}
+	t.Fatalf("no fresh write refused in %d rounds: the fresh race was never reached", rounds)
+}
+
 // persistRace runs one round of TestPersistBatchConcurrent on a fresh sale
-// of two items of 30 units: four workers persist their batch of 50 events
-// at once, each retrying on ErrActiveConflict as the consumer does. It
+// of two items of quantity units each (at least 25, so that every shopper
+// gets one): four workers persist their batch of 50 events at once, each
+// retrying on ErrActiveConflict as the consumer does. It
 // checks the end state and returns the conflicts the workers retried (as
 // "w<worker>:<user it lost>") and how many events ended ALREADY_ACTIVE.
-func persistRace(t *testing.T, pool *pgxpool.Pool, st *store.Store) (losers []string, alreadyActive int) {
+func persistRace(t *testing.T, pool *pgxpool.Pool, st *store.Store, quantity int64) (losers []string, alreadyActive int) {
 	t.Helper()
 	ctx := testenv.Context(t)
-	sale := testdb.Sale(t, st, 30, 30)
+	sale := testdb.Sale(t, st, quantity, quantity)
 	const workers, perWorker = 4, 50
 	batches := make([][]event.OrderPlaced, workers)
 	for w := range workers {
@@ -394,8 +416,8 @@ func persistRace(t *testing.T, pool *pgxpool.Pool, st *store.Store) (losers []st
 		WHERE sale_id = $1 AND status IN ('PENDING','PAID')`, sale.ID).Scan(&active, &users); err != nil {
 		t.Fatal(err)
 	}
-	// 60 units for 50 users: a user left without an order would mean both
-	// items sold out to the 49 others.
+	// At least 50 units for 50 users: a user left without an order would
+	// mean both items sold out to the 49 others.
 	if active != users || active != perWorker {
 		t.Errorf("active orders %d for %d users, want one each for all %d users", active, users, perWorker)
 	}
