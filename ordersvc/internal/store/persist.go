@@ -165,7 +165,7 @@ type existingOrder struct {
 // checked write, reading before the commit, would have rejected it as
 // ALREADY_ACTIVE: either is right.) A refused fresh insert leaves
 // PostgreSQL's log a duplicate-key ERROR; a conflict clause instead would
-// cost every order of every batch a third of what the fresh write saves.
+// cost every order of every batch most of what the fresh write saves.
 //
 // Any error leaves the database untouched and the batch must be retried
 // whole; ErrActiveConflict marks the one race a retry resolves.
