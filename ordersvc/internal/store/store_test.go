@@ -234,17 +234,7 @@ func TestPersistBatch(t *testing.T) {
 // Every round checks the end state (persistRace).
 func TestPersistBatchConcurrent(t *testing.T) {
 	t.Parallel()
-	pool := testdb.Pool(t)
-	st := store.New(pool)
-	const rounds = 20
-	for round := 1; round <= rounds; round++ {
-		losers, alreadyActive := persistRace(t, pool, st, 30)
-		t.Logf("round %d: %d ErrActiveConflict retries %v, %d ALREADY_ACTIVE rejections", round, len(losers), losers, alreadyActive)
-		if t.Failed() || len(losers) > 0 {
-			return
-		}
-	}
-	t.Fatalf("no ErrActiveConflict in %d rounds: the one-active race was never reached", rounds)
+	raceUntil(t, 30, "no ErrActiveConflict: the one-active race", func(_ *store.Store, losers []string) bool { return len(losers) > 0 })
 }
 
 // The same race with stock for every event, so that each batch is first
@@ -254,18 +244,28 @@ func TestPersistBatchConcurrent(t *testing.T) {
 // in every round, until one has had a fresh write refused.
 func TestPersistBatchConcurrentFresh(t *testing.T) {
 	t.Parallel()
+	raceUntil(t, 50, "no fresh write refused: the fresh race", func(st *store.Store, _ []string) bool {
+		return st.CheckedBatches(store.CheckedConflict) > 0
+	})
+}
+
+// raceUntil runs rounds of persistRace, each on a fresh sale of quantity
+// units per item, until reached says the race a test is after happened,
+// and fails (naming it: missing) if it did not in 20 rounds.
+func raceUntil(t *testing.T, quantity int64, missing string, reached func(st *store.Store, losers []string) bool) {
+	t.Helper()
 	pool := testdb.Pool(t)
 	st := store.New(pool)
 	const rounds = 20
 	for round := 1; round <= rounds; round++ {
-		losers, alreadyActive := persistRace(t, pool, st, 50)
-		refused := st.CheckedBatches(store.CheckedConflict)
-		t.Logf("round %d: %d fresh writes refused so far, %d ErrActiveConflict retries, %d ALREADY_ACTIVE rejections", round, refused, len(losers), alreadyActive)
-		if t.Failed() || refused > 0 {
+		losers, alreadyActive := persistRace(t, pool, st, quantity)
+		t.Logf("round %d: %d ErrActiveConflict retries %v, %d fresh writes refused so far, %d ALREADY_ACTIVE rejections",
+			round, len(losers), losers, st.CheckedBatches(store.CheckedConflict), alreadyActive)
+		if t.Failed() || reached(st, losers) {
 			return
 		}
 	}
-	t.Fatalf("no fresh write refused in %d rounds: the fresh race was never reached", rounds)
+	t.Fatalf("%s was never reached in %d rounds", missing, rounds)
 }
 
 // persistRace runs one round of TestPersistBatchConcurrent on a fresh sale
